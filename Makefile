@@ -1,0 +1,76 @@
+# netblk: serve a block device over UDP without the CPU copying the data.
+#
+#   make check            install what is missing, build, unit tests, end-to-end tests in QEMU
+#   make demo [PORT=N]    boot the test guest and serve one partition on 127.0.0.1:PORT
+#   make demo-exec CMD=.. run a command in the demo's guest
+#   make                  build the module (for KDIR) and netblkctl
+#   make install          install both on this host (KDIR = the running kernel's)
+
+KVER_HOST := $(shell uname -r)
+BENCH_KDIR = $(CURDIR)/build/kernel/root/usr/src/linux-headers-$(shell cat build/kernel/.release)
+ifeq ($(wildcard /lib/modules/$(KVER_HOST)/build),)
+KDIR ?= $(BENCH_KDIR)
+else
+KDIR ?= /lib/modules/$(KVER_HOST)/build
+endif
+
+CXX ?= g++
+PYTHON := /usr/bin/python3
+PORT ?= 7000
+
+CXXFLAGS_USER := -std=c++20 -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter
+CORE_SRCS := $(wildcard kmod/core/*.cpp)
+UNIT_SRCS := $(wildcard tests/unit/*.cpp)
+NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
+
+.PHONY: all module netblkctl bpf kernel deps unit e2e check demo demo-exec install clean
+
+all: module netblkctl
+
+kernel:
+	ci/fetch-kernel.sh >/dev/null
+
+module:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+# The module for the test guest's kernel, whatever this host runs.
+bench-module: kernel
+	$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) modules
+
+netblkctl: tools/netblkctl/netblkctl
+
+tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h
+	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -o $@ $(NETBLKCTL_SRCS) -lmnl
+
+build/unit/netblk_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard kmod/core/*.h)
+	@mkdir -p build/unit
+	$(CXX) $(CXXFLAGS_USER) -fsanitize=address,undefined -pthread -Ikmod/core -Ikmod/uapi \
+		-o $@ $(CORE_SRCS) $(UNIT_SRCS) -lgtest -lgtest_main
+
+deps:
+	ci/install-deps.sh
+
+unit: build/unit/netblk_unit_tests
+	build/unit/netblk_unit_tests
+
+e2e: bench-module netblkctl
+	$(PYTHON) -m pytest -v tests/e2e
+
+check: deps
+	$(MAKE) unit
+	$(MAKE) e2e
+
+demo: bench-module netblkctl
+	$(PYTHON) ci/demo.py --port $(PORT)
+
+demo-exec:
+	@$(PYTHON) ci/demo.py --exec "$(CMD)"
+
+install: module netblkctl
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules_install
+	depmod -a $(notdir $(patsubst %/build,%,$(KDIR))) 2>/dev/null || depmod -a
+	install -D -m 0755 tools/netblkctl/netblkctl $(DESTDIR)/usr/local/sbin/netblkctl
+
+clean:
+	-$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) clean 2>/dev/null
+	rm -rf build/unit build/guest tools/netblkctl/netblkctl

@@ -1,0 +1,338 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The "netblk" generic netlink family: START, STOP, LIST and the "events"
+ * multicast group.  The contract is uapi/netblk_genl.h.
+ */
+#include "netblk.h"
+
+#include <net/genetlink.h>
+#include <net/netlink.h>
+
+
+static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
+	[NETBLK_A_DEVICE]	= { .type = NLA_NUL_STRING, .len = NETBLK_DEVICE_MAX - 1 },
+	[NETBLK_A_PORT]		= { .type = NLA_U16 },
+	[NETBLK_A_READ_ONLY]	= { .type = NLA_FLAG },
+	[NETBLK_A_IFNAME]	= { .type = NLA_NUL_STRING, .len = IFNAMSIZ - 1 },
+	[NETBLK_A_MTU]		= { .type = NLA_U32 },
+	[NETBLK_A_CPU]		= { .type = NLA_U32 },
+	[NETBLK_A_POLL_US]	= { .type = NLA_U32 },
+	[NETBLK_A_ALL]		= { .type = NLA_FLAG },
+};
+
+static struct genl_family netblk_family;
+
+enum netblk_mcgrp { NETBLK_MCGRP_EVENTS };
+
+static const struct genl_multicast_group netblk_mcgrps[] = {
+	[NETBLK_MCGRP_EVENTS] = { .name = NETBLK_GENL_MCGRP_EVENTS },
+};
+
+/* ---- messages ---- */
+
+static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
+{
+	struct netblk_stats s;
+	struct nlattr *nest;
+
+	netblk_core_read_stats(inst->core, &s);
+	nest = nla_nest_start(skb, NETBLK_A_STATS);
+	if (!nest)
+		return -EMSGSIZE;
+#define PUT_STAT(attr, field) \
+	if (nla_put_u64_64bit(skb, attr, s.field, NETBLK_S_PAD)) \
+		goto cancel
+	PUT_STAT(NETBLK_S_REQUESTS, requests);
+	PUT_STAT(NETBLK_S_BAD, bad);
+	PUT_STAT(NETBLK_S_REFUSED, refused);
+	PUT_STAT(NETBLK_S_BUSY, busy);
+	PUT_STAT(NETBLK_S_INFLIGHT_QUEUED, inflight_queued);
+	PUT_STAT(NETBLK_S_INFLIGHT_DISK, inflight_disk);
+	PUT_STAT(NETBLK_S_INFLIGHT_DONE, inflight_done);
+	PUT_STAT(NETBLK_S_READS, reads);
+	PUT_STAT(NETBLK_S_READ_BYTES, read_bytes);
+	PUT_STAT(NETBLK_S_WRITES, writes);
+	PUT_STAT(NETBLK_S_WRITE_BYTES, write_bytes);
+	PUT_STAT(NETBLK_S_FLUSHES, flushes);
+	PUT_STAT(NETBLK_S_FUA_WRITES, fua_writes);
+	PUT_STAT(NETBLK_S_IO_ERRORS, io_errors);
+	PUT_STAT(NETBLK_S_DISK_BUSY, disk_busy);
+	PUT_STAT(NETBLK_S_REPLIES_DROPPED, replies_dropped);
+	PUT_STAT(NETBLK_S_WORKER_SLEEPS, worker_sleeps);
+	PUT_STAT(NETBLK_S_FRAMES_RX, frames_rx);
+	PUT_STAT(NETBLK_S_FRAMES_TX, frames_tx);
+	PUT_STAT(NETBLK_S_BYTES_ZEROCOPY, bytes_zerocopy);
+	PUT_STAT(NETBLK_S_BYTES_COPIED, bytes_copied);
+#undef PUT_STAT
+	nla_nest_end(skb, nest);
+	return 0;
+
+cancel:
+	nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+/* The attributes that describe an instance, as START, LIST and events carry them. */
+static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
+			       bool with_stats)
+{
+	if (nla_put_string(skb, NETBLK_A_DEVICE, inst->device) ||
+	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
+	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
+	    nla_put_string(skb, NETBLK_A_IFNAME, inst->nic->name) ||
+	    nla_put_u32(skb, NETBLK_A_IFINDEX, inst->nic->ifindex) ||
+	    nla_put_in_addr(skb, NETBLK_A_ADDR, inst->addr) ||
+	    nla_put_u32(skb, NETBLK_A_MTU, inst->mtu) ||
+	    nla_put_u32(skb, NETBLK_A_CPU, inst->cpu) ||
+	    nla_put_u32(skb, NETBLK_A_POLL_US, inst->poll_us) ||
+	    nla_put_u64_64bit(skb, NETBLK_A_SIZE, inst->size_bytes, NETBLK_A_PAD) ||
+	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
+	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
+	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
+	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS, netblk_instance_uptime_ms(inst),
+			      NETBLK_A_PAD))
+		return -EMSGSIZE;
+	if (with_stats)
+		return netblk_put_stats(skb, inst);
+	return 0;
+}
+
+static int netblk_fill_instance(struct sk_buff *skb, const struct netblk_instance *inst,
+				u32 portid, u32 seq, int flags, u8 cmd, bool with_stats)
+{
+	void *hdr = genlmsg_put(skb, portid, seq, &netblk_family, flags, cmd);
+
+	if (!hdr)
+		return -EMSGSIZE;
+	if (netblk_put_instance(skb, inst, with_stats)) {
+		genlmsg_cancel(skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+/* ---- events ---- */
+
+void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
+			enum netblk_stop_reason reason, int err)
+{
+	struct sk_buff *skb;
+	void *hdr;
+
+	if (!genl_has_listeners(&netblk_family, &init_net, NETBLK_MCGRP_EVENTS))
+		return;
+	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!skb)
+		return;
+	hdr = genlmsg_put(skb, 0, 0, &netblk_family, 0, NETBLK_CMD_EVENT);
+	if (!hdr)
+		goto free;
+	if (nla_put_u32(skb, NETBLK_A_EVENT, event) ||
+	    (reason && nla_put_u32(skb, NETBLK_A_REASON, reason)) ||
+	    (err && nla_put_u32(skb, NETBLK_A_ERRNO, -err)) ||
+	    netblk_put_instance(skb, inst, false))
+		goto free;
+	genlmsg_end(skb, hdr);
+	genlmsg_multicast(&netblk_family, skb, 0, NETBLK_MCGRP_EVENTS, GFP_KERNEL);
+	return;
+free:
+	nlmsg_free(skb);
+}
+
+/* ---- commands ---- */
+
+static int netblk_parse_start(struct genl_info *info, struct netblk_start_params *p)
+{
+	struct nlattr **a = info->attrs;
+
+	if (GENL_REQ_ATTR_CHECK(info, NETBLK_A_DEVICE) ||
+	    GENL_REQ_ATTR_CHECK(info, NETBLK_A_PORT))
+		return -EINVAL;
+	memset(p, 0, sizeof(*p));
+	nla_strscpy(p->device, a[NETBLK_A_DEVICE], sizeof(p->device));
+	p->port = nla_get_u16(a[NETBLK_A_PORT]);
+	p->read_only = nla_get_flag(a[NETBLK_A_READ_ONLY]);
+	if (a[NETBLK_A_IFNAME])
+		nla_strscpy(p->ifname, a[NETBLK_A_IFNAME], sizeof(p->ifname));
+	if (a[NETBLK_A_MTU]) {
+		p->has_mtu = true;
+		p->mtu = nla_get_u32(a[NETBLK_A_MTU]);
+	}
+	if (a[NETBLK_A_CPU]) {
+		p->has_cpu = true;
+		p->cpu = nla_get_u32(a[NETBLK_A_CPU]);
+	}
+	if (a[NETBLK_A_POLL_US])
+		p->poll_us = nla_get_u32(a[NETBLK_A_POLL_US]);
+	return 0;
+}
+
+static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
+{
+	struct netblk_start_params params;
+	struct netblk_instance *inst;
+	struct sk_buff *reply;
+	int err;
+
+	err = netblk_parse_start(info, &params);
+	if (err)
+		return err;
+	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!reply)
+		return -ENOMEM;
+
+	mutex_lock(&netblk_lock);
+	err = netblk_instance_start(&params, info->extack, &inst);
+	if (err) {
+		mutex_unlock(&netblk_lock);
+		nlmsg_free(reply);
+		return err;
+	}
+	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
+		inst->device, inst->nic->name, &inst->addr, inst->port,
+		netblk_core_max_io(inst->core), inst->cpu);
+	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0);
+	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
+				   NETBLK_CMD_START, false);
+	mutex_unlock(&netblk_lock);
+	if (err) {
+		nlmsg_free(reply);
+		return err;
+	}
+	return genlmsg_reply(reply, info);
+}
+
+/* Stop one instance, telling the events group; under netblk_lock. */
+static void netblk_stop_one(struct netblk_instance *inst, enum netblk_stop_reason reason)
+{
+	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, reason, 0);
+	pr_info("stopped serving %s on port %u\n", inst->device, inst->port);
+	netblk_instance_stop(inst);
+}
+
+void netblk_stop_all(enum netblk_stop_reason reason)
+{
+	struct netblk_instance *inst, *next;
+
+	mutex_lock(&netblk_lock);
+	list_for_each_entry_safe(inst, next, &netblk_instances, node)
+		netblk_stop_one(inst, reason);
+	mutex_unlock(&netblk_lock);
+}
+
+static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
+{
+	struct netblk_instance *inst, *next;
+	struct sk_buff *reply;
+	u32 stopped = 0;
+	void *hdr;
+
+	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_PORT]) {
+		NL_SET_ERR_MSG(info->extack, "name the instance to stop by its port, or all");
+		return -EINVAL;
+	}
+	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!reply)
+		return -ENOMEM;
+
+	mutex_lock(&netblk_lock);
+	if (info->attrs[NETBLK_A_ALL]) {
+		list_for_each_entry_safe(inst, next, &netblk_instances, node) {
+			netblk_stop_one(inst, NETBLK_REASON_ASKED);
+			stopped++;
+		}
+	} else {
+		u16 port = nla_get_u16(info->attrs[NETBLK_A_PORT]);
+
+		inst = netblk_instance_find(port);
+		if (!inst) {
+			mutex_unlock(&netblk_lock);
+			nlmsg_free(reply);
+			NL_SET_ERR_MSG_FMT(info->extack, "no instance serves port %u (netblkctl list shows those that do)",
+					   port);
+			return -ENOENT;
+		}
+		netblk_stop_one(inst, NETBLK_REASON_ASKED);
+		stopped = 1;
+	}
+	mutex_unlock(&netblk_lock);
+
+	hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, NETBLK_CMD_STOP);
+	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, stopped)) {
+		nlmsg_free(reply);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(reply, hdr);
+	return genlmsg_reply(reply, info);
+}
+
+/*
+ * One message per instance; cb->args[0] is how many instances were already
+ * sent, so a dump that spans several skbs resumes where it stopped.
+ */
+static int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct netblk_instance *inst;
+	long index = 0, skip = cb->args[0];
+	int err = 0;
+
+	mutex_lock(&netblk_lock);
+	list_for_each_entry(inst, &netblk_instances, node) {
+		if (index++ < skip)
+			continue;
+		err = netblk_fill_instance(skb, inst, NETLINK_CB(cb->skb).portid,
+					   cb->nlh->nlmsg_seq, NLM_F_MULTI, NETBLK_CMD_LIST, true);
+		if (err) {
+			index--;
+			break;
+		}
+	}
+	mutex_unlock(&netblk_lock);
+	cb->args[0] = index;
+	/* A full skb ends this part of the dump; the next call resumes. */
+	if (err && index > skip)
+		return skb->len;
+	return err ? err : skb->len;
+}
+
+static const struct genl_ops netblk_ops[] = {
+	{
+		.cmd = NETBLK_CMD_START,
+		.doit = netblk_cmd_start,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = NETBLK_CMD_STOP,
+		.doit = netblk_cmd_stop,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = NETBLK_CMD_LIST,
+		.dumpit = netblk_dump_list,
+	},
+};
+
+static struct genl_family netblk_family __ro_after_init = {
+	.name = NETBLK_GENL_NAME,
+	.version = NETBLK_GENL_VERSION,
+	.maxattr = NETBLK_A_MAX,
+	.policy = netblk_policy,
+	.netnsok = false,
+	.module = THIS_MODULE,
+	.ops = netblk_ops,
+	.n_ops = ARRAY_SIZE(netblk_ops),
+	.resv_start_op = NETBLK_CMD_LIST + 1,
+	.mcgrps = netblk_mcgrps,
+	.n_mcgrps = ARRAY_SIZE(netblk_mcgrps),
+};
+
+int netblk_genl_register(void)
+{
+	return genl_register_family(&netblk_family);
+}
+
+void netblk_genl_unregister(void)
+{
+	genl_unregister_family(&netblk_family);
+}

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * netblk: serve a block device over UDP without the CPU copying the data.
+ *
+ * Module entry and exit.  Instances are started and stopped over generic
+ * netlink (genl.c); unloading stops every one first.
+ */
+#include "netblk.h"
+
+#include <linux/module.h>
+
+
+bool netblk_unloading;
+
+static int __init netblk_init(void)
+{
+	int err;
+
+	err = netblk_genl_register();
+	if (err) {
+		pr_err("cannot register the generic netlink family: %d\n", err);
+		return err;
+	}
+	return 0;
+}
+
+static void __exit netblk_exit(void)
+{
+	/*
+	 * Refuse new instances, stop what serves (its listeners hear why),
+	 * and only then take the family away.
+	 */
+	mutex_lock(&netblk_lock);
+	netblk_unloading = true;
+	mutex_unlock(&netblk_lock);
+	netblk_stop_all(NETBLK_REASON_RMMOD);
+	netblk_genl_unregister();
+}
+
+module_init(netblk_init);
+module_exit(netblk_exit);
+
+MODULE_DESCRIPTION("netblk: serve a block device over UDP without copying the data");
+MODULE_AUTHOR("netblk developers");
+MODULE_LICENSE("GPL");

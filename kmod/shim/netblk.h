@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C shim's view of an instance: the kernel objects it holds (the block
+ * device, the NIC, the port's socket, the worker thread) around the C++ core
+ * (core_api.h), which holds everything that needs no kernel.
+ */
+#ifndef NETBLK_SHIM_H
+#define NETBLK_SHIM_H
+
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/netdevice.h>
+#include <linux/types.h>
+
+#include "core_api.h"
+#include "netblk_genl.h"
+
+#define NETBLK_PORT_MIN		1024
+#define NETBLK_MTU_MIN		576
+#define NETBLK_DATAGRAM_OVERHEAD	58	/* IPv4 + UDP + netblk headers */
+#define NETBLK_POLL_US_MAX	100000
+#define NETBLK_DEVICE_MAX	256	/* bytes of a device path, NUL included */
+
+/* What START asks for; unset optional values are 0 / empty. */
+struct netblk_start_params {
+	char device[NETBLK_DEVICE_MAX];
+	char ifname[IFNAMSIZ];
+	u16 port;
+	bool read_only;
+	bool has_mtu, has_cpu;
+	u32 mtu;
+	u32 cpu;
+	u32 poll_us;
+};
+
+struct netblk_instance {
+	struct list_head node;		/* on netblk_instances, under netblk_lock */
+
+	/* what it serves, fixed once started */
+	char device[NETBLK_DEVICE_MAX];
+	u16 port;
+	bool read_only;
+	u32 mtu;
+	u32 cpu;
+	u32 poll_us;
+	u64 size_bytes;
+	u32 sector_size;
+	u64 started_ns;			/* boottime */
+
+	struct file *bdev_file;
+	struct net_device *nic;
+	netdevice_tracker nic_tracker;
+	__be32 addr;			/* the NIC's IPv4 address it answers on */
+	struct socket *port_sock;	/* holds the port against other sockets */
+	struct task_struct *worker;
+	struct netblk_core *core;
+};
+
+/* All instances; netblk_lock serialises start, stop, list and unload. */
+extern struct list_head netblk_instances;
+extern struct mutex netblk_lock;
+
+/* instance.c */
+int netblk_instance_start(const struct netblk_start_params *params,
+			  struct netlink_ext_ack *extack,
+			  struct netblk_instance **out);
+void netblk_instance_stop(struct netblk_instance *inst);
+struct netblk_instance *netblk_instance_find(u16 port);
+u64 netblk_instance_uptime_ms(const struct netblk_instance *inst);
+
+/* genl.c */
+int netblk_genl_register(void);
+void netblk_genl_unregister(void);
+void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
+			enum netblk_stop_reason reason, int err);
+
+/* main.c */
+extern bool netblk_unloading;	/* under netblk_lock */
+void netblk_stop_all(enum netblk_stop_reason reason);
+
+#endif

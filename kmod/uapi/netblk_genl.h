@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * netblk generic netlink family: the contract between netblk.ko and
+ * netblkctl (or any other client: `genl-ctrl-list` shows the family).
+ *
+ * Family "netblk", version 1.  Multicast group "events".
+ *
+ * START  (doit, CAP_NET_ADMIN)  DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
+ *                               [CPU], [POLL_US]
+ *        reply: one NETBLK_CMD_START message describing the new instance
+ *        (the same attributes as a LIST entry).
+ * STOP   (doit, CAP_NET_ADMIN)  PORT, or ALL
+ *        reply: one NETBLK_CMD_STOP message with STOPPED (u32: how many).
+ * LIST   (dumpit)               one NETBLK_CMD_LIST message per instance.
+ * EVENT  (multicast on "events") EVENT, REASON, and the instance's
+ *                               attributes as in LIST (no STATS).
+ *
+ * Every refusal is an errno with an extended-ack message saying what to
+ * change.
+ */
+#ifndef NETBLK_GENL_H
+#define NETBLK_GENL_H
+
+#define NETBLK_GENL_NAME		"netblk"
+#define NETBLK_GENL_VERSION		1
+#define NETBLK_GENL_MCGRP_EVENTS	"events"
+
+enum netblk_cmd {
+	NETBLK_CMD_UNSPEC,
+	NETBLK_CMD_START,
+	NETBLK_CMD_STOP,
+	NETBLK_CMD_LIST,
+	NETBLK_CMD_EVENT,
+	__NETBLK_CMD_MAX,
+};
+#define NETBLK_CMD_MAX (__NETBLK_CMD_MAX - 1)
+
+enum netblk_attr {
+	NETBLK_A_UNSPEC,
+	NETBLK_A_DEVICE,	/* string: block device path, e.g. /dev/nvme0n1p3 */
+	NETBLK_A_PORT,		/* u16: UDP port, host order */
+	NETBLK_A_READ_ONLY,	/* flag */
+	NETBLK_A_IFNAME,	/* string: NIC */
+	NETBLK_A_MTU,		/* u32 */
+	NETBLK_A_CPU,		/* u32: the worker's cpu */
+	NETBLK_A_POLL_US,	/* u32 */
+	NETBLK_A_ALL,		/* flag: STOP every instance */
+	NETBLK_A_IFINDEX,	/* u32 */
+	NETBLK_A_ADDR,		/* u32: IPv4 address, network order */
+	NETBLK_A_SIZE,		/* u64: device size in bytes */
+	NETBLK_A_SECTOR_SIZE,	/* u32: logical block size */
+	NETBLK_A_MAX_IO,	/* u32: data bytes one datagram carries */
+	NETBLK_A_SLOTS,		/* u32: requests the instance holds at once */
+	NETBLK_A_UPTIME_MS,	/* u64 */
+	NETBLK_A_STOPPED,	/* u32: instances a STOP stopped */
+	NETBLK_A_EVENT,		/* u32: enum netblk_event */
+	NETBLK_A_REASON,	/* u32: enum netblk_stop_reason */
+	NETBLK_A_ERRNO,		/* u32: positive errno of a failure event */
+	NETBLK_A_MESSAGE,	/* string: human-readable detail of an event */
+	NETBLK_A_STATS,		/* nested: enum netblk_stat_attr */
+	NETBLK_A_PAD,
+	__NETBLK_A_MAX,
+};
+#define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
+
+enum netblk_event {
+	NETBLK_EVENT_STARTED = 1,
+	NETBLK_EVENT_STOPPED,
+	NETBLK_EVENT_FAILED,
+};
+
+enum netblk_stop_reason {
+	NETBLK_REASON_ASKED = 1,	/* netblkctl stop */
+	NETBLK_REASON_RMMOD,		/* module unloaded */
+	NETBLK_REASON_NIC_GONE,		/* NIC down, unregistered or lost its address */
+	NETBLK_REASON_DEVICE_GONE,	/* block device removed */
+};
+
+/*
+ * Counters of one instance, nested in NETBLK_A_STATS, each a u64.  Values
+ * are those of the C++ core's struct netblk_counters.
+ */
+enum netblk_stat_attr {
+	NETBLK_S_UNSPEC,
+	NETBLK_S_REQUESTS,
+	NETBLK_S_BAD,
+	NETBLK_S_REFUSED,
+	NETBLK_S_BUSY,
+	NETBLK_S_INFLIGHT_QUEUED,
+	NETBLK_S_INFLIGHT_DISK,
+	NETBLK_S_INFLIGHT_DONE,
+	NETBLK_S_READS,
+	NETBLK_S_READ_BYTES,
+	NETBLK_S_WRITES,
+	NETBLK_S_WRITE_BYTES,
+	NETBLK_S_FLUSHES,
+	NETBLK_S_FUA_WRITES,
+	NETBLK_S_IO_ERRORS,
+	NETBLK_S_DISK_BUSY,
+	NETBLK_S_REPLIES_DROPPED,
+	NETBLK_S_WORKER_SLEEPS,
+	NETBLK_S_FRAMES_RX,
+	NETBLK_S_FRAMES_TX,
+	NETBLK_S_BYTES_ZEROCOPY,
+	NETBLK_S_BYTES_COPIED,
+	NETBLK_S_PAD,
+	__NETBLK_S_MAX,
+};
+#define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
+
+#endif /* NETBLK_GENL_H */
