@@ -16,8 +16,9 @@ int engine::init(const netblk_core_config &config)
 		return -err_inval;
 	nr_cpus_ = config.nr_cpus;
 
-	slots_ = new slot[config.slots];
-	rx_ = new rx_counters[config.nr_cpus];
+	/* value-initialised: counters and slots start at zero */
+	slots_ = new slot[config.slots]();
+	rx_ = new rx_counters[config.nr_cpus]();
 	if (!slots_ || !rx_ || !free_slots_.init(config.slots) ||
 	    !requests_.init(config.slots) || !completions_.init(config.slots)) {
 		destroy();

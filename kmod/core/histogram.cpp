@@ -77,6 +77,8 @@ u64 histogram_value_at_ppm(const u64 *buckets, u32 nbuckets, u64 max, u32 ppm)
 	u64 rank = total / 1000000 * ppm + ((total % 1000000) * ppm + 999999) / 1000000;
 	if (rank == 0)
 		rank = 1;
+	if (rank >= total)
+		return max;	/* the largest sample is kept exactly */
 
 	u64 seen = 0;
 	for (u32 i = 0; i < nbuckets; i++) {

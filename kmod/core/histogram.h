@@ -48,7 +48,7 @@ private:
 /*
  * A percentile from raw bucket counts (as dumped over netlink): the midpoint
  * of the bucket holding the sample of rank ceil(ppm * total / 1e6), no larger
- * than @max.  0 when empty.
+ * than @max; @max itself for the last rank.  0 when empty.
  */
 u64 histogram_value_at_ppm(const u64 *buckets, u32 nbuckets, u64 max, u32 ppm);
 
