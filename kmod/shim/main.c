@@ -43,3 +43,4 @@ module_exit(netblk_exit);
 MODULE_DESCRIPTION("netblk: serve a block device over UDP without copying the data");
 MODULE_AUTHOR("netblk developers");
 MODULE_LICENSE("GPL");
+MODULE_ALIAS_GENL_FAMILY(NETBLK_GENL_NAME);

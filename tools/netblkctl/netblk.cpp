@@ -1,0 +1,226 @@
+// The netblk family: requests and the parsing of replies.  See netblk.h.
+#include "netblk.h"
+
+#include <cerrno>
+#include <cstring>
+#include <libmnl/libmnl.h>
+#include <linux/genetlink.h>
+#include <linux/netlink.h>
+
+namespace {
+
+struct parse_ctx {
+	netblk_instance *inst;
+	int bad_attr = -1;	// type of the first malformed attribute
+	bool bad_in_stats = false;
+};
+
+int fail(parse_ctx *ctx, int type, bool in_stats = false)
+{
+	ctx->bad_attr = type;
+	ctx->bad_in_stats = in_stats;
+	return MNL_CB_ERROR;
+}
+
+template <typename T>
+bool get_uint(const nlattr *a, T &v)
+{
+	constexpr mnl_attr_data_type kind = sizeof(T) == 2 ? MNL_TYPE_U16
+					    : sizeof(T) == 4 ? MNL_TYPE_U32
+							     : MNL_TYPE_U64;
+	static_assert(sizeof(T) == 2 || sizeof(T) == 4 || sizeof(T) == 8);
+	if (mnl_attr_validate(a, kind) < 0)
+		return false;
+	if constexpr (sizeof(T) == 2)
+		v = mnl_attr_get_u16(a);
+	else if constexpr (sizeof(T) == 4)
+		v = mnl_attr_get_u32(a);
+	else
+		v = mnl_attr_get_u64(a);
+	return true;
+}
+
+// The kernel's strings are NUL-terminated; accept one that is not, too.
+bool get_string(const nlattr *a, std::string &s)
+{
+	if (mnl_attr_validate(a, MNL_TYPE_STRING) < 0)
+		return false;
+	const char *p = static_cast<const char *>(mnl_attr_get_payload(a));
+	s.assign(p, strnlen(p, mnl_attr_get_payload_len(a)));
+	return true;
+}
+
+bool get_flag(const nlattr *a, bool &b)
+{
+	if (mnl_attr_validate(a, MNL_TYPE_FLAG) < 0)
+		return false;
+	b = true;
+	return true;
+}
+
+int stat_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_S_UNSPEC || type == NETBLK_S_PAD || type > NETBLK_S_MAX)
+		return MNL_CB_OK;
+	if (!get_uint(a, ctx->inst->stats[type]))
+		return fail(ctx, type, true);
+	return MNL_CB_OK;
+}
+
+bool get_attr(const nlattr *a, parse_ctx *ctx)
+{
+	netblk_instance &i = *ctx->inst;
+	switch (mnl_attr_get_type(a)) {
+	case NETBLK_A_DEVICE:      return get_string(a, i.device);
+	case NETBLK_A_PORT:        return get_uint(a, i.port);
+	case NETBLK_A_READ_ONLY:   return get_flag(a, i.read_only);
+	case NETBLK_A_IFNAME:      return get_string(a, i.ifname);
+	case NETBLK_A_MTU:         return get_uint(a, i.mtu);
+	case NETBLK_A_CPU:         return get_uint(a, i.cpu);
+	case NETBLK_A_POLL_US:     return get_uint(a, i.poll_us);
+	case NETBLK_A_IFINDEX:     return get_uint(a, i.ifindex);
+	case NETBLK_A_ADDR:        return get_uint(a, i.addr);
+	case NETBLK_A_SIZE:        return get_uint(a, i.size);
+	case NETBLK_A_SECTOR_SIZE: return get_uint(a, i.sector_size);
+	case NETBLK_A_MAX_IO:      return get_uint(a, i.max_io);
+	case NETBLK_A_SLOTS:       return get_uint(a, i.slots);
+	case NETBLK_A_UPTIME_MS:   return get_uint(a, i.uptime_ms);
+	}
+	return true;	// unknown to this netblkctl: ignored
+}
+
+int instance_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_A_STATS) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+			return fail(ctx, type);
+		return mnl_attr_parse_nested(a, stat_attr_cb, ctx);
+	}
+	return get_attr(a, ctx) ? MNL_CB_OK : fail(ctx, type);
+}
+
+nl_status malformed(const parse_ctx &ctx)
+{
+	std::string what = ctx.bad_in_stats ? "netblk stat attribute " : "netblk attribute ";
+	return nl_error(EBADMSG, "the kernel sent a malformed " + what +
+				 std::to_string(ctx.bad_attr) +
+				 " (does netblkctl match the module?)");
+}
+
+int stopped_attr_cb(const nlattr *a, void *data)
+{
+	if (mnl_attr_get_type(a) != NETBLK_A_STOPPED)
+		return MNL_CB_OK;
+	return get_uint(a, *static_cast<uint32_t *>(data)) ? MNL_CB_OK : MNL_CB_ERROR;
+}
+
+} // namespace
+
+nl_status netblk_parse_instance(const nlmsghdr *nlh, netblk_instance &inst)
+{
+	parse_ctx ctx{&inst};
+	if (mnl_attr_parse(nlh, sizeof(genlmsghdr), instance_attr_cb, &ctx) < 0)
+		return malformed(ctx);
+	return {};
+}
+
+nl_status netblk_client::connect()
+{
+	if (nl_status st = sock_.open(); !st.ok())
+		return st;
+	if (nl_status st = sock_.resolve_family(NETBLK_GENL_NAME, family_); !st.ok())
+		return st;
+	events_group_ = genl_mcast_group_id(family_, NETBLK_GENL_MCGRP_EVENTS);
+	return {};
+}
+
+nlmsghdr *netblk_client::begin(uint8_t cmd, uint16_t flags)
+{
+	return sock_.begin(family_.id, flags, cmd, NETBLK_GENL_VERSION);
+}
+
+bool netblk_client::is_reply(const nlmsghdr *nlh, uint8_t cmd) const
+{
+	if (nlh->nlmsg_type != family_.id ||
+	    mnl_nlmsg_get_payload_len(nlh) < sizeof(genlmsghdr))
+		return false;
+	auto *genl = static_cast<const genlmsghdr *>(mnl_nlmsg_get_payload(nlh));
+	return genl->cmd == cmd;
+}
+
+nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &inst,
+			       bool &described)
+{
+	nlmsghdr *req = begin(NETBLK_CMD_START, NLM_F_REQUEST | NLM_F_ACK);
+	mnl_attr_put_u16(req, NETBLK_A_PORT, args.port);
+	if (args.read_only)
+		mnl_attr_put(req, NETBLK_A_READ_ONLY, 0, nullptr);
+	if (args.mtu)
+		mnl_attr_put_u32(req, NETBLK_A_MTU, *args.mtu);
+	if (args.cpu)
+		mnl_attr_put_u32(req, NETBLK_A_CPU, *args.cpu);
+	if (args.poll_us)
+		mnl_attr_put_u32(req, NETBLK_A_POLL_US, *args.poll_us);
+	size_t cap = sock_.req_capacity();
+	if (args.ifname && !mnl_attr_put_strz_check(req, cap, NETBLK_A_IFNAME, args.ifname->c_str()))
+		return nl_error(ENAMETOOLONG, "interface name too long");
+	if (!mnl_attr_put_strz_check(req, cap, NETBLK_A_DEVICE, args.device.c_str()))
+		return nl_error(ENAMETOOLONG, "device path too long");
+
+	described = false;
+	return sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_START))
+			return {};
+		described = true;
+		return netblk_parse_instance(nlh, inst);
+	});
+}
+
+nl_status netblk_client::stop(std::optional<uint16_t> port, uint32_t &stopped)
+{
+	nlmsghdr *req = begin(NETBLK_CMD_STOP, NLM_F_REQUEST | NLM_F_ACK);
+	if (port)
+		mnl_attr_put_u16(req, NETBLK_A_PORT, *port);
+	else
+		mnl_attr_put(req, NETBLK_A_ALL, 0, nullptr);
+
+	stopped = 0;
+	return sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_STOP))
+			return {};
+		if (mnl_attr_parse(nlh, sizeof(genlmsghdr), stopped_attr_cb, &stopped) < 0)
+			return nl_error(EBADMSG, "the kernel sent a malformed STOPPED attribute");
+		return {};
+	});
+}
+
+nl_status netblk_client::list_once(std::vector<netblk_instance> &insts)
+{
+	insts.clear();
+	nlmsghdr *req = begin(NETBLK_CMD_LIST, NLM_F_REQUEST | NLM_F_DUMP);
+	return sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_LIST))
+			return {};
+		netblk_instance inst;
+		nl_status st = netblk_parse_instance(nlh, inst);
+		if (st.ok())
+			insts.push_back(std::move(inst));
+		return st;
+	});
+}
+
+nl_status netblk_client::list(std::vector<netblk_instance> &insts)
+{
+	constexpr int tries = 3;
+	nl_status st;
+	for (int i = 0; i < tries; i++) {
+		st = list_once(insts);
+		if (!st.ok() || !sock_.dump_interrupted())
+			break;
+	}
+	return st;
+}
