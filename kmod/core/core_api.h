@@ -2,7 +2,9 @@
 /*
  * The C face of the C++ core: what the shim (kernel C) calls.  An instance's
  * core holds everything of it that needs no kernel: its geometry, its slot
- * table and rings, its counters and its service-time histogram.
+ * table and rings, the logic of the receive path and the worker, its
+ * counters and its service-time histogram.  It reaches the kernel only
+ * through the shim functions of shim_api.h.
  */
 #ifndef NETBLK_CORE_API_H
 #define NETBLK_CORE_API_H
@@ -16,8 +18,10 @@ extern "C" {
 #endif
 
 #define NETBLK_SLOTS 256	/* requests an instance holds at once */
+#define NETBLK_TX_BATCH 64	/* replies handed to the NIC in one transmit */
 
 struct netblk_core;
+struct netblk_instance;		/* the shim's; passed back to shim functions */
 
 struct netblk_core_config {
 	uint64_t size_bytes;
@@ -25,9 +29,13 @@ struct netblk_core_config {
 	uint32_t mtu;
 	uint32_t slots;
 	uint32_t nr_cpus;	/* receive-side counters are per CPU */
+	uint32_t local_ip;	/* network order: the only destination answered */
+	uint16_t port;
 	uint8_t read_only;
 	uint8_t volatile_cache;
 	uint8_t fua;
+	uint32_t dma_align_mask; /* payload address and length the disk can take */
+	struct netblk_instance *shim;
 };
 
 /* A consistent-enough copy of an instance's counters (netblk_genl.h NETBLK_S_*). */
@@ -55,6 +63,12 @@ struct netblk_stats {
 	uint64_t bytes_copied;
 };
 
+/* What an instance still holds: all zero once it has drained. */
+struct netblk_held {
+	uint32_t slots;		/* not back on the free ring */
+	uint64_t frames;	/* received frames kept and not yet released */
+};
+
 /*
  * 0, -EINVAL when no sector fits a datagram at the mtu, or -ENOMEM.  Called
  * once per instance, in process context.
@@ -67,7 +81,54 @@ uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size);
 uint32_t netblk_core_max_io(const struct netblk_core *core);
 uint32_t netblk_core_slots(const struct netblk_core *core);
 
+/* ---- the receive path (a NIC's softirq, any CPU, one frame at a time a CPU) ---- */
+
+enum netblk_rx_verdict {
+	NETBLK_RX_KEPT,		/* a slot holds the frame now */
+	NETBLK_RX_FREE,		/* the core is done with it: free it */
+	NETBLK_RX_REPLY,	/* it now holds a reply of *len bytes: transmit it */
+};
+
+/*
+ * A frame the XDP program steered to the instance: @data is its first
+ * (Ethernet) byte, *@len its length.  @frame is the shim's handle, kept in
+ * the slot when the verdict is KEPT.
+ */
+enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cpu,
+					   void *frame, uint8_t *data, uint32_t *len,
+					   uint64_t now_ns);
+/* How many of the refusals the receive path sent the NIC took. */
+void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,
+			 uint32_t dropped);
+
+/* ---- the worker (one kernel thread an instance) ---- */
+
+/* Send what is queued to the disk (the shim holds a plug around it). */
+uint32_t netblk_core_submit(struct netblk_core *core);
+/* Answer what the disk has finished, in one transmit. */
+uint32_t netblk_core_reply(struct netblk_core *core, uint64_t now_ns);
+/* Whether submit or reply has anything to do. */
+int netblk_core_has_work(struct netblk_core *core);
+void netblk_core_count_sleep(struct netblk_core *core);
+/* On stop: drop what is queued and not yet at the disk; slots at the disk stay. */
+void netblk_core_drop_queued(struct netblk_core *core);
+uint32_t netblk_core_at_disk(struct netblk_core *core);
+void netblk_core_held(struct netblk_core *core, struct netblk_held *held);
+
+/* ---- the disk's completion (any context, hard IRQ included) ---- */
+
+#define NETBLK_IO_AGAIN 0xffff	/* the disk refused it for now: submit again */
+void netblk_core_complete(struct netblk_core *core, uint32_t slot, uint16_t status);
+
 void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats *stats);
+
+/*
+ * The service-time histogram (nanoseconds, core/histogram.h's buckets):
+ * copies up to @n bucket counts into @buckets and returns how many there
+ * are; *@max is the largest sample, *@count the samples.
+ */
+uint32_t netblk_core_read_latency(const struct netblk_core *core, uint64_t *buckets,
+				  uint32_t n, uint64_t *max, uint64_t *count);
 
 #ifdef __cplusplus
 }

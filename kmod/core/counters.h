@@ -22,20 +22,25 @@ struct rx_counters {
 	u64 refused;		/* answered with an error on the spot */
 	u64 busy;		/* of those, for want of a slot */
 	u64 queued;		/* slots queued to the worker */
-	u8 pad[64 - 6 * sizeof(u64)];	/* a cache line a CPU */
-};
-
-struct worker_counters {
-	u64 taken;		/* slots taken off the request ring */
-	u64 submitted;		/* slots sent to the disk */
-	u64 reaped;		/* slots back from the disk */
-	u64 replied;		/* slots whose reply went to the NIC (or was dropped) */
-	u64 reads, read_bytes;
+	u64 frames_kept;	/* received frames a slot holds on to */
+	u64 reads, read_bytes;	/* requests accepted, by kind */
 	u64 writes, write_bytes;
 	u64 flushes, fua_writes;
+	u64 frames_tx;		/* refusals sent from the receive path */
+	u64 replies_dropped;	/* refusals the NIC did not take */
+	u8 pad[128 - 15 * sizeof(u64)];	/* two cache lines a CPU */
+};
+static_assert(sizeof(rx_counters) == 128, "no false sharing between CPUs");
+
+struct worker_counters {
+	u64 submitted;		/* slots sent to the disk (or answered without it) */
+	u64 reaped;		/* slots back from the disk */
+	u64 replied;		/* slots whose reply went to the NIC, or was dropped */
+	u64 dropped_on_stop;	/* queued slots dropped when the instance stopped */
+	u64 frames_released;	/* held frames handed on or freed */
 	u64 io_errors;
 	u64 disk_busy;		/* the disk refused more work for now */
-	u64 replies_dropped;	/* the NIC refused a reply frame */
+	u64 replies_dropped;	/* no frame to answer in, or the NIC refused one */
 	u64 worker_sleeps;
 	u64 frames_tx;
 	u64 bytes_zerocopy;	/* data that reached the disk or NIC in place */

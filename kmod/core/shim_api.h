@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The few plain C functions the C++ core needs from the kernel, implemented
- * by the shim (kmod/shim/core_glue.c) in the module and by a fake in the unit
- * tests (tests/unit/fake_shim.cpp).
+ * The plain C functions the C++ core needs from the kernel, implemented by
+ * the shim (kmod/shim/) in the module and by a fake with an in-memory disk
+ * and NIC in the unit tests (tests/unit/fake_shim.cpp).
  */
 #ifndef NETBLK_SHIM_API_H
 #define NETBLK_SHIM_API_H
@@ -15,9 +15,51 @@ extern "C" {
 #include <linux/types.h>
 #endif
 
-/* Zeroed memory, or NULL; may sleep.  Never called on the data path. */
+struct netblk_instance;
+
+/* Zeroed memory, or NULL; may sleep.  Only called when an instance starts. */
 void *netblk_shim_alloc(size_t size);
 void netblk_shim_free(void *p);
+
+enum netblk_io_op {
+	NETBLK_IO_READ = 1,
+	NETBLK_IO_WRITE,
+	NETBLK_IO_FLUSH,
+};
+
+/*
+ * Start slot @slot's disk I/O: READ into, or WRITE from, @len bytes at @data
+ * (a buffer inside a frame: no copy), or FLUSH (@data NULL).  @fua: the write
+ * must reach stable media.  Its end is reported by netblk_core_complete(),
+ * possibly before this returns.  A non-zero return means it was not started
+ * and no completion will come.  Worker context.
+ */
+int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
+			  uint64_t offset, uint8_t *data, uint32_t len, int fua);
+
+/*
+ * The first byte of slot @slot's own frame buffer, with room for the 72
+ * bytes of headers and max_io bytes of data after it, the disk may DMA into
+ * at byte 72; NULL when none can be had now.  Worker context.
+ */
+uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot);
+
+/* A reply ready to go: a received frame rewritten in place, or a slot's buffer. */
+struct netblk_tx {
+	void *frame;		/* the received frame it is, or NULL: slot's buffer */
+	uint32_t slot;
+	uint32_t len;		/* bytes from the frame's first byte */
+};
+
+/*
+ * Hand @n replies to the NIC in one transmit with one flush.  Returns how
+ * many it took; the shim has freed the others.  Worker context.
+ */
+uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
+			      uint32_t n);
+
+/* Release a received frame the core no longer needs.  Any context. */
+void netblk_shim_free_frame(struct netblk_instance *inst, void *frame);
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,7 @@
 #include "netblk.h"
 
 #include <linux/module.h>
+#include <net/genetlink.h>
 
 
 bool netblk_unloading;

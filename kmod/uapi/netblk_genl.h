@@ -6,9 +6,11 @@
  * Family "netblk", version 1.  Multicast group "events".
  *
  * START  (doit, CAP_NET_ADMIN)  DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
- *                               [CPU], [POLL_US]
+ *                               [CPU], [POLL_US], [XDP_LINK_FD]
  *        reply: one NETBLK_CMD_START message describing the new instance
- *        (the same attributes as a LIST entry).
+ *        (the same attributes as a LIST entry).  The caller then maps the
+ *        port to HANDOFF_IFINDEX in the NIC program's netblk_ports devmap,
+ *        which steers the port's datagrams to the instance.
  * STOP   (doit, CAP_NET_ADMIN)  PORT, or ALL
  *        reply: one NETBLK_CMD_STOP message with STOPPED (u32: how many).
  * LIST   (dumpit)               one NETBLK_CMD_LIST message per instance.
@@ -58,7 +60,15 @@ enum netblk_attr {
 	NETBLK_A_ERRNO,		/* u32: positive errno of a failure event */
 	NETBLK_A_MESSAGE,	/* string: human-readable detail of an event */
 	NETBLK_A_STATS,		/* nested: enum netblk_stat_attr */
-	NETBLK_A_PAD,
+	NETBLK_A_PAD,		/* padding of the u64 attributes: skip it */
+	NETBLK_A_XDP_LINK_FD,	/* u32: START, an fd of a BPF link attaching
+				 * bpf/netblk.bpf.c to the NIC in native mode,
+				 * when the NIC has no netblk program yet; the
+				 * module holds it until the NIC's last
+				 * instance stops, so the program goes with it */
+	NETBLK_A_HANDOFF_IFINDEX, /* u32: the instance's own net device
+				 * (netblk<port>); the XDP program's
+				 * netblk_ports devmap maps the port to it */
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
@@ -103,7 +113,7 @@ enum netblk_stat_attr {
 	NETBLK_S_FRAMES_TX,
 	NETBLK_S_BYTES_ZEROCOPY,
 	NETBLK_S_BYTES_COPIED,
-	NETBLK_S_PAD,
+	NETBLK_S_PAD,		/* padding of the u64 attributes: skip it */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)

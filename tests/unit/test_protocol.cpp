@@ -6,9 +6,11 @@
 #include <cstring>
 #include <vector>
 
+#include "frames.h"
 #include "protocol.h"
 
 using namespace nb;
+using namespace test;
 
 namespace {
 
@@ -17,14 +19,6 @@ geometry make_geometry(bool read_only = false)
 	geometry g{};
 	EXPECT_TRUE(geometry_init(&g, 256ull << 20, 512, 1500, 256, read_only, true, true));
 	return g;
-}
-
-std::vector<u8> request(u8 op, u64 offset, u32 length, u16 flags = 0, u32 payload = 0)
-{
-	std::vector<u8> buf(header_size + payload, 0xa5);
-	header h{proto_magic, proto_version, op, 0, 0x1122334455667788ull, offset, length, flags};
-	encode_header(buf.data(), h);
-	return buf;
 }
 
 decision check(const std::vector<u8> &buf, const geometry &g)
@@ -185,38 +179,6 @@ TEST(Validate, ReadOnlyRefusesWriteAndFlush)
 
 /* ---- framing ---- */
 
-namespace {
-
-const u8 server_mac[6] = {0x52, 0x54, 0, 0x12, 0x34, 0x56};
-const u8 client_mac[6] = {0x52, 0x55, 0x0a, 0, 2, 2};
-const u32 server_ip = htonl(0x0a00020f);	/* 10.0.2.15 */
-const u32 client_ip = htonl(0x0a000202);	/* 10.0.2.2 */
-
-std::vector<u8> udp_frame(u32 dst_ip, u16 dst_port, const std::vector<u8> &payload,
-			  u16 frag = 0x4000, u32 ihl_words = 5)
-{
-	u32 ihl = ihl_words * 4;
-	std::vector<u8> f(eth_header_size + ihl + udp_header_size + payload.size());
-	memcpy(&f[0], server_mac, 6);
-	memcpy(&f[6], client_mac, 6);
-	store_be16(&f[12], 0x0800);
-	u8 *ip = &f[14];
-	ip[0] = (u8)(0x40 | ihl_words);
-	store_be16(ip + 2, (u16)(ihl + udp_header_size + payload.size()));
-	store_be16(ip + 6, frag);
-	ip[8] = 64;
-	ip[9] = 17;
-	memcpy(ip + 12, &client_ip, 4);
-	memcpy(ip + 16, &dst_ip, 4);
-	u8 *udp = ip + ihl;
-	store_be16(udp, 40000);
-	store_be16(udp + 2, dst_port);
-	store_be16(udp + 4, (u16)(udp_header_size + payload.size()));
-	memcpy(udp + 8, payload.data(), payload.size());
-	return f;
-}
-
-} // namespace
 
 TEST(Frame, ParsesOurDatagram)
 {

@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The unit tests' shim: an in-memory disk and NIC behind the functions the
+ * core calls (shim_api.h), so the data path runs in user space.
+ */
+#ifndef NETBLK_FAKE_SHIM_H
+#define NETBLK_FAKE_SHIM_H
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "core_api.h"
+#include "shim_api.h"
+
+struct fake_io {
+	uint32_t slot;
+	uint16_t status;
+};
+
+struct netblk_instance {
+	netblk_core *core = nullptr;
+	std::vector<uint8_t> disk;
+	bool complete_at_once = true;	/* else held until finish_ios() */
+	int disk_refusals = 0;		/* this many submissions get NETBLK_IO_AGAIN */
+	bool fail_io = false;		/* the disk answers EIO */
+	uint32_t nic_takes = ~0u;	/* the NIC takes at most this many a transmit */
+	std::deque<fake_io> pending;
+	std::vector<std::vector<uint8_t>> slot_buffers;
+	std::vector<std::vector<uint8_t>> sent;	/* frames the NIC took */
+	std::vector<uint32_t> transmit_sizes;	/* frames a transmit call carried */
+	std::vector<void *> freed_frames;
+	uint64_t fua_writes = 0, flushes = 0;
+
+	void finish_ios();
+};
+
+/* An instance's core on a fake disk of @disk_size bytes, 512-byte sectors, mtu 1500. */
+netblk_instance *fake_start(uint64_t disk_size, bool read_only = false,
+			    uint32_t dma_align_mask = 3);
+void fake_stop(netblk_instance *inst);
+
+#endif
