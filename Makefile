@@ -39,8 +39,26 @@ bench-module: kernel
 
 netblkctl: tools/netblkctl/netblkctl
 
-tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h
-	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -o $@ $(NETBLKCTL_SRCS) -lmnl
+tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h \
+		build/bpf/netblk.skel.h
+	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibuild/bpf -o $@ $(NETBLKCTL_SRCS) -lmnl -lbpf
+
+# The XDP steering program (bpf/README.md) and the skeleton netblkctl embeds
+# it with.  <asm/types.h> lives in the multiarch include directory on Debian.
+BPF_CLANG ?= clang
+BPFTOOL ?= bpftool
+BPF_CFLAGS := -O2 -g -Wall -Wextra -Werror -target bpf \
+	$(addprefix -I,$(wildcard /usr/include/$(shell uname -m)-linux-gnu))
+
+bpf: build/bpf/netblk.skel.h
+
+build/bpf/netblk.bpf.o: bpf/netblk.bpf.c
+	@mkdir -p build/bpf
+	$(BPF_CLANG) $(BPF_CFLAGS) -c $< -o $@
+
+build/bpf/netblk.skel.h: build/bpf/netblk.bpf.o
+	$(BPFTOOL) gen skeleton $< name netblk_bpf > $@.tmp
+	mv $@.tmp $@
 
 build/unit/netblk_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard kmod/core/*.h)
 	@mkdir -p build/unit
@@ -74,4 +92,4 @@ install: module netblkctl
 
 clean:
 	-$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) clean 2>/dev/null
-	rm -rf build/unit build/guest tools/netblkctl/netblkctl
+	rm -rf build/unit build/guest build/bpf tools/netblkctl/netblkctl

@@ -18,6 +18,7 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_CPU]		= { .type = NLA_U32 },
 	[NETBLK_A_POLL_US]	= { .type = NLA_U32 },
 	[NETBLK_A_ALL]		= { .type = NLA_FLAG },
+	[NETBLK_A_XDP_LINK_FD]	= { .type = NLA_U32 },
 };
 
 static struct genl_family netblk_family;
@@ -89,6 +90,7 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
 	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
 	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
+	    nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex) ||
 	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS, netblk_instance_uptime_ms(inst),
 			      NETBLK_A_PAD))
 		return -EMSGSIZE;
@@ -165,6 +167,7 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 	}
 	if (a[NETBLK_A_POLL_US])
 		p->poll_us = nla_get_u32(a[NETBLK_A_POLL_US]);
+	p->xdp_link_fd = a[NETBLK_A_XDP_LINK_FD] ? (int)nla_get_u32(a[NETBLK_A_XDP_LINK_FD]) : -1;
 	return 0;
 }
 

@@ -252,9 +252,14 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 		.mtu = inst->mtu,
 		.slots = NETBLK_SLOTS,
 		.nr_cpus = nr_cpu_ids,
+		.local_ip = (__force u32)inst->addr,
+		.port = inst->port,
 		.read_only = inst->read_only,
 		.volatile_cache = bdev_write_cache(bdev),
 		.fua = bdev_fua(bdev),
+		/* payloads the disk cannot DMA from in place are copied, counted */
+		.dma_align_mask = bdev_dma_alignment(bdev),
+		.shim = inst,
 	};
 	int err;
 
@@ -293,44 +298,6 @@ static u32 netblk_pick_cpu(void)
 	return best < nr_cpu_ids ? best : raw_smp_processor_id();
 }
 
-static int netblk_worker_fn(void *data)
-{
-	/*
-	 * Waits to be stopped.  The data path gives it requests to submit and
-	 * completions to answer.
-	 */
-	while (!kthread_should_stop()) {
-		set_current_state(TASK_INTERRUPTIBLE);
-		if (!kthread_should_stop())
-			schedule();
-		__set_current_state(TASK_RUNNING);
-	}
-	return 0;
-}
-
-static int netblk_start_worker(struct netblk_instance *inst, struct netlink_ext_ack *extack)
-{
-	struct task_struct *task;
-
-	task = kthread_create_on_node(netblk_worker_fn, inst, cpu_to_node(inst->cpu),
-				      "netblk/%u", inst->port);
-	if (IS_ERR(task)) {
-		NL_SET_ERR_MSG(extack, "cannot create the worker thread");
-		return PTR_ERR(task);
-	}
-	kthread_bind(task, inst->cpu);
-	inst->worker = task;
-	wake_up_process(task);
-	return 0;
-}
-
-static void netblk_stop_worker(struct netblk_instance *inst)
-{
-	if (inst->worker)
-		kthread_stop(inst->worker);
-	inst->worker = NULL;
-}
-
 /* ---- start and stop ---- */
 
 static int netblk_check_params(const struct netblk_start_params *p,
@@ -359,9 +326,30 @@ static int netblk_check_params(const struct netblk_start_params *p,
 	return 0;
 }
 
+/* What a drained instance still holds is a leak: say so, and count it. */
+static void netblk_check_drained(struct netblk_instance *inst)
+{
+	struct netblk_held held;
+
+	if (!inst->core)
+		return;
+	netblk_core_held(inst->core, &held);
+	if (!held.slots && !held.frames)
+		return;
+	pr_warn("port %u stopped holding %u slots and %llu frames\n", inst->port,
+		held.slots, held.frames);
+	netblk_leaked_slots += held.slots;
+	netblk_leaked_frames += held.frames;
+}
+
 static void netblk_instance_free(struct netblk_instance *inst)
 {
-	netblk_stop_worker(inst);
+	netblk_handoff_destroy(inst);
+	netblk_worker_stop(inst);
+	netblk_check_drained(inst);
+	netblk_xdp_release(inst);
+	netblk_buffers_exit(inst);
+	netblk_disk_exit(inst);
 	netblk_core_destroy(inst->core);
 	netblk_close_bdev(inst);
 	netblk_put_port(inst);
@@ -407,7 +395,22 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	err = netblk_create_core(inst, extack);
 	if (err)
 		goto fail;
-	err = netblk_start_worker(inst, extack);
+	err = netblk_disk_init(inst);
+	if (err)
+		goto fail;
+	err = netblk_buffers_init(inst);
+	if (err) {
+		NL_SET_ERR_MSG(extack, "out of memory for the instance's frame buffers");
+		goto fail;
+	}
+	err = netblk_xdp_hold(inst, p->xdp_link_fd, extack);
+	if (err)
+		goto fail;
+	err = netblk_worker_start(inst, extack);
+	if (err)
+		goto fail;
+	/* Last: from here on the NIC's program steers the port's frames to it. */
+	err = netblk_handoff_create(inst, extack);
 	if (err)
 		goto fail;
 

@@ -14,8 +14,10 @@
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/types.h>
+#include <net/xdp.h>
 
 #include "core_api.h"
+#include "shim_api.h"
 #include "netblk_genl.h"
 
 #define NETBLK_PORT_MIN		1024
@@ -34,7 +36,14 @@ struct netblk_start_params {
 	u32 mtu;
 	u32 cpu;
 	u32 poll_us;
+	int xdp_link_fd;	/* -1: none given */
 };
+
+struct netblk_io;
+struct netblk_nic_xdp;
+struct xdp_frame;
+
+#define NETBLK_REPLY_HEADROOM	72	/* Ethernet + IPv4 + UDP + netblk headers */
 
 struct netblk_instance {
 	struct list_head node;		/* on netblk_instances, under netblk_lock */
@@ -55,8 +64,22 @@ struct netblk_instance {
 	netdevice_tracker nic_tracker;
 	__be32 addr;			/* the NIC's IPv4 address it answers on */
 	struct socket *port_sock;	/* holds the port against other sockets */
+	struct netblk_nic_xdp *xdp;	/* the NIC's XDP program, shared */
+	struct net_device *handoff;	/* netblk<port>: where the program steers to */
 	struct task_struct *worker;
 	struct netblk_core *core;
+
+	/* disk.c */
+	struct netblk_io *ios;		/* a bio a slot */
+	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */
+
+	/* worker.c: the slots' frame buffers */
+	struct page **pages;
+	unsigned int page_order;
+	u32 frame_headroom;		/* page start to the frame's first byte */
+	u32 dma_align_mask;
+	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
+	u64 pages_replaced;		/* worker only: a page the NIC still held */
 };
 
 /* All instances; netblk_lock serialises start, stop, list and unload. */
@@ -71,6 +94,25 @@ void netblk_instance_stop(struct netblk_instance *inst);
 struct netblk_instance *netblk_instance_find(u16 port);
 u64 netblk_instance_uptime_ms(const struct netblk_instance *inst);
 
+/* handoff.c */
+int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *extack);
+void netblk_handoff_destroy(struct netblk_instance *inst);
+
+/* disk.c */
+int netblk_disk_init(struct netblk_instance *inst);
+void netblk_disk_exit(struct netblk_instance *inst);
+
+/* worker.c */
+u32 netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
+int netblk_buffers_init(struct netblk_instance *inst);
+void netblk_buffers_exit(struct netblk_instance *inst);
+int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
+void netblk_worker_stop(struct netblk_instance *inst);
+
+/* xdp.c */
+int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ext_ack *extack);
+void netblk_xdp_release(struct netblk_instance *inst);
+
 /* genl.c */
 int netblk_genl_register(void);
 void netblk_genl_unregister(void);
@@ -79,6 +121,7 @@ void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event ev
 
 /* main.c */
 extern bool netblk_unloading;	/* under netblk_lock */
+extern unsigned long netblk_leaked_slots, netblk_leaked_frames;
 void netblk_stop_all(enum netblk_stop_reason reason);
 
 #endif

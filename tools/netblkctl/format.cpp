@@ -114,6 +114,7 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	  << ", \"read_only\": " << (inst.read_only ? "true" : "false")
 	  << ", \"ifname\": " << json_string(inst.ifname)
 	  << ", \"ifindex\": " << inst.ifindex
+	  << ", \"handoff_ifindex\": " << inst.handoff_ifindex
 	  << ", \"addr\": " << json_string(format_ipv4(inst.addr))
 	  << ", \"mtu\": " << inst.mtu
 	  << ", \"cpu\": " << inst.cpu

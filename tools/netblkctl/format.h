@@ -19,6 +19,7 @@ struct netblk_instance {
 	bool read_only = false;
 	std::string ifname;
 	uint32_t ifindex = 0;
+	uint32_t handoff_ifindex = 0;	// the instance's netblk<port> device
 	uint32_t addr = 0;		// IPv4, network order
 	uint32_t mtu = 0;
 	uint32_t cpu = 0;
@@ -52,8 +53,9 @@ std::string format_instance_text(const netblk_instance &inst);
 
 // `netblkctl list --json`: an array of objects (newline-terminated), one per
 // instance.  Field names (stable; keep README.md in step):
-//   port, device, read_only (bool), ifname, ifindex, addr ("a.b.c.d"), mtu,
-//   cpu, poll_us, size_bytes, sector_size, max_io, slots, uptime_ms,
+//   port, device, read_only (bool), ifname, ifindex, handoff_ifindex,
+//   addr ("a.b.c.d"), mtu, cpu, poll_us, size_bytes, sector_size, max_io,
+//   slots, uptime_ms,
 //   stats: { requests, bad, refused, busy, inflight_queued, inflight_disk,
 //            inflight_done, reads, read_bytes, writes, write_bytes, flushes,
 //            fua_writes, io_errors, disk_busy, replies_dropped,

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
+#include <net/if.h>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -11,6 +13,7 @@
 
 #include "format.h"
 #include "netblk.h"
+#include "xdp.h"
 
 namespace {
 
@@ -25,7 +28,7 @@ constexpr const char usage_text[] =
 	"\n"
 	"start   serve <blockdev> over UDP on <port>\n"
 	"          ro         refuse writes\n"
-	"          dev=IFACE  the NIC to serve on\n"
+	"          dev=IFACE  the NIC to serve on (default: the default route's)\n"
 	"          mtu=N      the MTU to size datagrams for\n"
 	"          cpu=N      the CPU of the instance's worker\n"
 	"          poll=US    the worker's poll time, in microseconds\n"
@@ -128,6 +131,29 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 	return "unknown option '" + std::string(arg) + "'";
 }
 
+// Undoes a START whose instance cannot be reached (best effort: says so
+// when even that fails).
+void stop_after_failure(netblk_client &client, uint16_t port)
+{
+	uint32_t stopped;
+	if (nl_status st = client.stop(port, stopped); !st.ok())
+		fprintf(stderr, "netblkctl: stopping port %u again failed too: %s\n", port,
+			st.text().c_str());
+}
+
+// dev=IFACE, or the default route's NIC; false (with the message printed)
+// when there is none.
+bool resolve_nic(netblk_start_args &args)
+{
+	if (args.ifname)
+		return true;
+	args.ifname = default_route_ifname();
+	if (args.ifname)
+		return true;
+	fprintf(stderr, "netblkctl: no default route: name the NIC with dev=IFACE\n");
+	return false;
+}
+
 int cmd_start(const std::vector<std::string_view> &argv)
 {
 	if (argv.size() < 2)
@@ -148,14 +174,50 @@ int cmd_start(const std::vector<std::string_view> &argv)
 	int rc;
 	if (!connect(client, rc))
 		return rc;
+	if (!resolve_nic(args))
+		return exit_failed;
+
+	// The NIC's XDP program steers the port to the instance.  For a NIC
+	// that does not exist, or without CAP_NET_ADMIN, START goes ahead
+	// unprepared: the kernel's refusal says what is wrong.  `xdp` closes
+	// its fds at return, so a link the module did not take detaches.
+	xdp_quiet_libbpf();
+	nic_xdp xdp;
+	unsigned ifindex = if_nametoindex(args.ifname->c_str());
+	bool privileged = may_admin_net();
+	if (ifindex && privileged) {
+		if (std::string err = xdp.prepare(*args.ifname, ifindex); !err.empty()) {
+			fprintf(stderr, "netblkctl: %s\n", err.c_str());
+			return exit_failed;
+		}
+		args.xdp_link_fd = xdp.link_fd();
+	}
+
 	netblk_instance inst;
 	bool described;
 	if (nl_status st = client.start(args, inst, described); !st.ok())
 		return failed(st);
-	if (described)
-		printf("%s\n", format_started(inst).c_str());
-	else
-		printf("netblk: serving %s on port %u\n", args.device.c_str(), args.port);
+	if (!ifindex || !privileged) {	// the kernel should have refused
+		stop_after_failure(client, args.port);
+		if (!ifindex)
+			fprintf(stderr, "netblkctl: no network interface %s\n", args.ifname->c_str());
+		else
+			fprintf(stderr, "netblkctl: starting needs CAP_NET_ADMIN: run as root\n");
+		return exit_failed;
+	}
+	if (!described || !inst.handoff_ifindex) {
+		stop_after_failure(client, args.port);
+		fprintf(stderr, "netblkctl: the module did not say which device takes port %u's "
+			"datagrams (does netblkctl match the module?)\n", args.port);
+		return exit_failed;
+	}
+	if (int err = xdp.steer(args.port, inst.handoff_ifindex)) {
+		stop_after_failure(client, args.port);
+		fprintf(stderr, "netblkctl: cannot steer port %u to the instance: %s\n", args.port,
+			strerror(err));
+		return exit_failed;
+	}
+	printf("%s\n", format_started(inst).c_str());
 	return finish();
 }
 

@@ -81,6 +81,7 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_CPU:         return get_uint(a, i.cpu);
 	case NETBLK_A_POLL_US:     return get_uint(a, i.poll_us);
 	case NETBLK_A_IFINDEX:     return get_uint(a, i.ifindex);
+	case NETBLK_A_HANDOFF_IFINDEX: return get_uint(a, i.handoff_ifindex);
 	case NETBLK_A_ADDR:        return get_uint(a, i.addr);
 	case NETBLK_A_SIZE:        return get_uint(a, i.size);
 	case NETBLK_A_SECTOR_SIZE: return get_uint(a, i.sector_size);
@@ -165,6 +166,8 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 		mnl_attr_put_u32(req, NETBLK_A_CPU, *args.cpu);
 	if (args.poll_us)
 		mnl_attr_put_u32(req, NETBLK_A_POLL_US, *args.poll_us);
+	if (args.xdp_link_fd)
+		mnl_attr_put_u32(req, NETBLK_A_XDP_LINK_FD, static_cast<uint32_t>(*args.xdp_link_fd));
 	size_t cap = sock_.req_capacity();
 	if (args.ifname && !mnl_attr_put_strz_check(req, cap, NETBLK_A_IFNAME, args.ifname->c_str()))
 		return nl_error(ENAMETOOLONG, "interface name too long");

@@ -17,6 +17,8 @@ struct netblk_start_args {
 	std::optional<uint32_t> mtu;
 	std::optional<uint32_t> cpu;
 	std::optional<uint32_t> poll_us;
+	// A BPF link of the NIC's XDP program for the module to hold (xdp.h).
+	std::optional<int> xdp_link_fd;
 };
 
 // Fills `inst` from a START / LIST / EVENT message; attributes it does not

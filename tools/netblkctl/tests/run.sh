@@ -3,8 +3,10 @@
 set -e
 cd "$(dirname "$0")/../../.."
 mkdir -p build
+make --no-print-directory -s bpf	# build/bpf/netblk.skel.h
 g++ -std=c++20 -O2 -g -Wall -Wextra -Werror -fsanitize=address,undefined \
-	-Ikmod/uapi -Itools/netblkctl -o build/netblkctl_self_check \
+	-Ikmod/uapi -Itools/netblkctl -Ibuild/bpf -o build/netblkctl_self_check \
 	tools/netblkctl/tests/self_check.cpp tools/netblkctl/format.cpp \
-	tools/netblkctl/genl.cpp tools/netblkctl/netblk.cpp -lmnl
+	tools/netblkctl/genl.cpp tools/netblkctl/netblk.cpp tools/netblkctl/xdp.cpp \
+	-lmnl -lbpf
 build/netblkctl_self_check

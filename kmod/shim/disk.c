@@ -1,0 +1,109 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Disk I/O: every slot has a bio and one bio_vec of its own, set up once, so
+ * a request costs no allocation.  The bio points at the data where it lies:
+ * inside the frame the NIC received (WRITE), or inside the slot's frame
+ * buffer behind the reply's headroom (READ).
+ */
+#include "netblk.h"
+
+#include <linux/bio.h>
+#include <linux/blkdev.h>
+
+struct netblk_io {
+	struct bio bio;
+	struct bio_vec bvec;
+	struct netblk_instance *inst;
+	u32 slot;
+};
+
+int netblk_disk_init(struct netblk_instance *inst)
+{
+	u32 slots = netblk_core_slots(inst->core), i;
+
+	inst->ios = kvcalloc(slots, sizeof(*inst->ios), GFP_KERNEL);
+	if (!inst->ios)
+		return -ENOMEM;
+	for (i = 0; i < slots; i++) {
+		inst->ios[i].inst = inst;
+		inst->ios[i].slot = i;
+	}
+	/*
+	 * Without REQ_NOWAIT a full queue puts the worker to sleep in
+	 * submit_bio(); with it the bio comes back BLK_STS_AGAIN and the
+	 * worker goes on answering.  Only where the device supports it.
+	 */
+	inst->nowait = bdev_nowait(file_bdev(inst->bdev_file));
+	return 0;
+}
+
+void netblk_disk_exit(struct netblk_instance *inst)
+{
+	kvfree(inst->ios);
+	inst->ios = NULL;
+}
+
+static u16 netblk_io_status(blk_status_t status)
+{
+	if (status == BLK_STS_OK)
+		return 0;
+	if (status == BLK_STS_AGAIN || status == BLK_STS_RESOURCE)
+		return NETBLK_IO_AGAIN;
+	return EIO;
+}
+
+/*
+ * Any context, hard IRQ included.  Under RCU so that stopping can wait out a
+ * completion still on its way out of here (netblk_worker_stop).
+ */
+static void netblk_io_end(struct bio *bio)
+{
+	struct netblk_io *io = bio->bi_private;
+	struct netblk_instance *inst = io->inst;
+	u16 status = netblk_io_status(bio->bi_status);
+
+	rcu_read_lock();
+	bio_uninit(bio);
+	netblk_core_complete(inst->core, io->slot, status);
+	wake_up_process(inst->worker);
+	rcu_read_unlock();
+}
+
+int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
+			  u64 offset, u8 *data, u32 len, int fua)
+{
+	struct netblk_io *io = &inst->ios[slot];
+	struct bio *bio = &io->bio;
+	blk_opf_t opf;
+
+	switch (op) {
+	case NETBLK_IO_READ:
+		opf = REQ_OP_READ;
+		break;
+	case NETBLK_IO_WRITE:
+		opf = REQ_OP_WRITE | REQ_SYNC | (fua ? REQ_FUA : 0);
+		break;
+	case NETBLK_IO_FLUSH:
+		opf = REQ_OP_WRITE | REQ_PREFLUSH;
+		break;
+	default:
+		return -EINVAL;
+	}
+	if (inst->nowait)
+		opf |= REQ_NOWAIT;
+
+	bio_init(bio, file_bdev(inst->bdev_file), &io->bvec, 1, opf);
+	if (data) {
+		bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
+		/*
+		 * One bvec, possibly across the 4 KiB pages of a compound page
+		 * (a page_frag frame): physically contiguous, which is all a
+		 * multi-page bvec needs.
+		 */
+		__bio_add_page(bio, virt_to_page(data), len, offset_in_page(data));
+	}
+	bio->bi_end_io = netblk_io_end;
+	bio->bi_private = io;
+	submit_bio(bio);
+	return 0;
+}

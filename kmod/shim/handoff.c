@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The receive path: each instance registers a net device of its own,
+ * netblk<port>, whose only job is to be the target the NIC's XDP program
+ * redirects the port's datagrams to (bpf_redirect_map into a devmap).  The
+ * devmap hands it the frames themselves, in bulk, from the NIC's NAPI
+ * softirq: ndo_xdp_xmit is where a request enters the instance, and the
+ * frame is kept, not copied.  This is veth's and cpumap's contract: the
+ * device owns the frames it accepts.
+ */
+#include "netblk.h"
+
+#include <linux/etherdevice.h>
+#include <linux/if_arp.h>
+#include <linux/rtnetlink.h>
+#include <net/xdp.h>
+
+struct netblk_handoff {
+	struct netblk_instance *inst;
+};
+
+/* Refusals answered from the receive path, sent in one transmit a bulk. */
+#define NETBLK_RX_REPLY_BULK 16
+
+static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
+				   struct xdp_frame **frames, u32 flags)
+{
+	struct netblk_instance *inst = ((struct netblk_handoff *)netdev_priv(dev))->inst;
+	struct xdp_frame *replies[NETBLK_RX_REPLY_BULK];
+	u32 cpu = smp_processor_id(), nr_replies = 0, sent;
+	u64 now = ktime_get_ns();
+	bool queued = false;
+	int i;
+
+	if (unlikely(flags & ~XDP_XMIT_FLAGS_MASK))
+		return -EINVAL;
+
+	for (i = 0; i < n; i++) {
+		struct xdp_frame *frame = frames[i];
+		u32 len = frame->len;
+
+		switch (netblk_core_receive(inst->core, cpu, frame, frame->data, &len, now)) {
+		case NETBLK_RX_KEPT:
+			queued = true;
+			break;
+		case NETBLK_RX_FREE:
+			/* dropped, or a READ/INFO whose slots hold all it said */
+			queued = true;
+			xdp_return_frame(frame);
+			break;
+		case NETBLK_RX_REPLY:
+			frame->len = len;
+			replies[nr_replies++] = frame;
+			if (nr_replies == NETBLK_RX_REPLY_BULK) {
+				sent = netblk_nic_xmit(inst, replies, nr_replies);
+				netblk_core_rx_sent(inst->core, cpu, sent, nr_replies - sent);
+				nr_replies = 0;
+			}
+			break;
+		}
+	}
+	if (nr_replies) {
+		sent = netblk_nic_xmit(inst, replies, nr_replies);
+		netblk_core_rx_sent(inst->core, cpu, sent, nr_replies - sent);
+	}
+	if (queued)
+		wake_up_process(inst->worker);
+	/* Every frame is ours now: kept, freed or sent. */
+	return n;
+}
+
+/* Nothing is meant to be sent through it; what the stack tries is dropped. */
+static netdev_tx_t netblk_handoff_start_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	dev_core_stats_tx_dropped_inc(dev);
+	kfree_skb(skb);
+	return NETDEV_TX_OK;
+}
+
+static const struct net_device_ops netblk_handoff_ops = {
+	.ndo_start_xmit	= netblk_handoff_start_xmit,
+	.ndo_xdp_xmit	= netblk_handoff_xdp_xmit,
+};
+
+static void netblk_handoff_setup(struct net_device *dev)
+{
+	dev->netdev_ops = &netblk_handoff_ops;
+	dev->type = ARPHRD_NONE;
+	dev->flags = IFF_NOARP;
+	dev->priv_flags |= IFF_NO_QUEUE;
+	dev->hard_header_len = 0;
+	dev->addr_len = 0;
+	/* Admit any frame: what does not fit the instance is the core's to drop and count. */
+	dev->min_mtu = 0;
+	dev->max_mtu = ETH_MAX_MTU;
+	dev->mtu = ETH_MAX_MTU;
+	/* Must be set before registration: the devmap sets up its bulk queue then. */
+	dev->xdp_features = NETDEV_XDP_ACT_NDO_XMIT;
+}
+
+int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *extack)
+{
+	char name[IFNAMSIZ];
+	struct net_device *dev;
+	int err;
+
+	snprintf(name, sizeof(name), "netblk%u", inst->port);
+	dev = alloc_netdev(sizeof(struct netblk_handoff), name, NET_NAME_PREDICTABLE,
+			   netblk_handoff_setup);
+	if (!dev)
+		return -ENOMEM;
+	((struct netblk_handoff *)netdev_priv(dev))->inst = inst;
+
+	rtnl_lock();
+	err = register_netdevice(dev);
+	if (err)
+		goto free;
+	err = dev_open(dev, extack);
+	if (err)
+		goto unregister;
+	rtnl_unlock();
+	inst->handoff = dev;
+	return 0;
+
+unregister:
+	unregister_netdevice(dev);
+	rtnl_unlock();
+	free_netdev(dev);
+	NL_SET_ERR_MSG_FMT(extack, "cannot bring up %s", name);
+	return err;
+free:
+	rtnl_unlock();
+	free_netdev(dev);
+	NL_SET_ERR_MSG_FMT(extack, "cannot register the instance's device %s", name);
+	return err;
+}
+
+/*
+ * Unregistering takes the device out of the NIC program's devmap (the devmap
+ * drops entries of a device that goes) and waits out any ndo_xdp_xmit still
+ * running: afterwards no request can arrive.
+ */
+void netblk_handoff_destroy(struct netblk_instance *inst)
+{
+	if (!inst->handoff)
+		return;
+	unregister_netdev(inst->handoff);
+	free_netdev(inst->handoff);
+	inst->handoff = NULL;
+}
