@@ -71,6 +71,7 @@ deps:
 unit: build/unit/netblk_unit_tests
 	build/unit/netblk_unit_tests
 	tools/netblkctl/tests/run.sh
+	$(PYTHON) -m pytest -q tests/client
 
 e2e: bench-module netblkctl
 	$(PYTHON) -m pytest -v tests/e2e

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Install what building and testing netblk needs (Debian 12, as root or with
+# sudo).  Fast when everything is there: one dpkg-query, no apt.
+set -euo pipefail
+
+PKGS=(
+	qemu-system-x86 busybox-static cpio kmod xz-utils gdisk e2fsprogs
+	python3-pytest libmnl-dev libgtest-dev g++ gcc-12 g++-12 make clang llvm libbpf-dev bpftool
+	dwarves libelf-dev
+)
+
+missing=()
+for p in "${PKGS[@]}"; do
+	st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
+	[ "$st" = installed ] || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "deps: all present"
+	exit 0
+fi
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
+echo "deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q </dev/null
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null
