@@ -122,6 +122,10 @@ void netblk_core_complete(struct netblk_core *core, uint32_t slot, uint16_t stat
 
 void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats *stats);
 
+/* The histogram's layout (core/histogram.h), for readers of its buckets. */
+#define NETBLK_LATENCY_LINEAR_LIMIT 128
+#define NETBLK_LATENCY_SUB_BUCKETS 64
+
 /*
  * The service-time histogram (nanoseconds, core/histogram.h's buckets):
  * copies up to @n bucket counts into @buckets and returns how many there

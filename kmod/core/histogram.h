@@ -12,6 +12,7 @@
 #ifndef NETBLK_CORE_HISTOGRAM_H
 #define NETBLK_CORE_HISTOGRAM_H
 
+#include "core_api.h"
 #include "types.h"
 
 namespace nb {
@@ -44,6 +45,10 @@ private:
 	u64 max_ = 0;
 	u64 buckets_[bucket_count] = {};
 };
+
+static_assert(histogram::linear_limit == NETBLK_LATENCY_LINEAR_LIMIT &&
+	      histogram::sub_buckets == NETBLK_LATENCY_SUB_BUCKETS,
+	      "the layout readers are told is the one used");
 
 /*
  * A percentile from raw bucket counts (as dumped over netlink): the midpoint

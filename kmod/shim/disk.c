@@ -14,6 +14,7 @@ struct netblk_io {
 	struct bio bio;
 	struct bio_vec bvec;
 	struct netblk_instance *inst;
+	u64 offset;
 	u32 slot;
 };
 
@@ -64,6 +65,11 @@ static void netblk_io_end(struct bio *bio)
 
 	rcu_read_lock();
 	bio_uninit(bio);
+	if (status && status != NETBLK_IO_AGAIN) {
+		/* announced by the reaper, which the worker kicks */
+		WRITE_ONCE(inst->io_error_offset, io->offset);
+		set_bit(NETBLK_IO_ERROR_PENDING, &inst->flags);
+	}
 	netblk_core_complete(inst->core, io->slot, status);
 	wake_up_process(inst->worker);
 	rcu_read_unlock();
@@ -102,6 +108,7 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 		 */
 		__bio_add_page(bio, virt_to_page(data), len, offset_in_page(data));
 	}
+	io->offset = offset;
 	bio->bi_end_io = netblk_io_end;
 	bio->bi_private = io;
 	submit_bio(bio);

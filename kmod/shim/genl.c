@@ -9,6 +9,10 @@
 #include <net/netlink.h>
 
 
+/* What netblk_put_instance adds to the description */
+#define NETBLK_PUT_STATS	1u
+#define NETBLK_PUT_LATENCY	2u
+
 static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_DEVICE]	= { .type = NLA_NUL_STRING, .len = NETBLK_DEVICE_MAX - 1 },
 	[NETBLK_A_PORT]		= { .type = NLA_U16 },
@@ -73,9 +77,56 @@ cancel:
 	return -EMSGSIZE;
 }
 
+/* The service-time histogram: its buckets with samples, and how to read them. */
+static int netblk_put_latency(struct sk_buff *skb, const struct netblk_instance *inst)
+{
+	struct netblk_latency_bucket *out;
+	u32 n, i, used = 0;
+	u64 *buckets, max, count;
+	struct nlattr *nest, *attr;
+	int err = -EMSGSIZE;
+
+	n = netblk_core_read_latency(inst->core, NULL, 0, &max, &count);
+	buckets = kvmalloc_array(n, sizeof(*buckets), GFP_KERNEL);
+	if (!buckets)
+		return -ENOMEM;
+	netblk_core_read_latency(inst->core, buckets, n, &max, &count);
+	for (i = 0; i < n; i++)
+		used += buckets[i] != 0;
+
+	nest = nla_nest_start(skb, NETBLK_A_LATENCY);
+	if (!nest)
+		goto free;
+	if (nla_put_u64_64bit(skb, NETBLK_L_COUNT, count, NETBLK_L_PAD) ||
+	    nla_put_u64_64bit(skb, NETBLK_L_MAX_NS, max, NETBLK_L_PAD) ||
+	    nla_put_u32(skb, NETBLK_L_LINEAR_LIMIT, NETBLK_LATENCY_LINEAR_LIMIT) ||
+	    nla_put_u32(skb, NETBLK_L_SUB_BUCKETS, NETBLK_LATENCY_SUB_BUCKETS))
+		goto cancel;
+	attr = nla_reserve(skb, NETBLK_L_BUCKETS, used * sizeof(*out));
+	if (!attr)
+		goto cancel;
+	out = nla_data(attr);
+	for (i = 0; i < n; i++) {
+		if (!buckets[i])
+			continue;
+		out->index = i;
+		out->reserved = 0;
+		out->count = buckets[i];
+		out++;
+	}
+	nla_nest_end(skb, nest);
+	err = 0;
+	goto free;
+cancel:
+	nla_nest_cancel(skb, nest);
+free:
+	kvfree(buckets);
+	return err;
+}
+
 /* The attributes that describe an instance, as START, LIST and events carry them. */
 static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
-			       bool with_stats)
+			       unsigned int what)
 {
 	if (nla_put_string(skb, NETBLK_A_DEVICE, inst->device) ||
 	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
@@ -94,19 +145,21 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS, netblk_instance_uptime_ms(inst),
 			      NETBLK_A_PAD))
 		return -EMSGSIZE;
-	if (with_stats)
-		return netblk_put_stats(skb, inst);
+	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
+		return -EMSGSIZE;
+	if ((what & NETBLK_PUT_LATENCY) && netblk_put_latency(skb, inst))
+		return -EMSGSIZE;
 	return 0;
 }
 
 static int netblk_fill_instance(struct sk_buff *skb, const struct netblk_instance *inst,
-				u32 portid, u32 seq, int flags, u8 cmd, bool with_stats)
+				u32 portid, u32 seq, int flags, u8 cmd, unsigned int what)
 {
 	void *hdr = genlmsg_put(skb, portid, seq, &netblk_family, flags, cmd);
 
 	if (!hdr)
 		return -EMSGSIZE;
-	if (netblk_put_instance(skb, inst, with_stats)) {
+	if (netblk_put_instance(skb, inst, what)) {
 		genlmsg_cancel(skb, hdr);
 		return -EMSGSIZE;
 	}
@@ -116,30 +169,67 @@ static int netblk_fill_instance(struct sk_buff *skb, const struct netblk_instanc
 
 /* ---- events ---- */
 
+/* An event message with what every event carries; NULL when no one listens. */
+static struct sk_buff *netblk_event_new(enum netblk_event event, int err, const char *msg,
+					void **hdr)
+{
+	struct sk_buff *skb;
+
+	if (!genl_has_listeners(&netblk_family, &init_net, NETBLK_MCGRP_EVENTS))
+		return NULL;
+	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!skb)
+		return NULL;
+	*hdr = genlmsg_put(skb, 0, 0, &netblk_family, 0, NETBLK_CMD_EVENT);
+	if (!*hdr || nla_put_u32(skb, NETBLK_A_EVENT, event) ||
+	    (err && nla_put_u32(skb, NETBLK_A_ERRNO, -err)) ||
+	    (msg && nla_put_string(skb, NETBLK_A_MESSAGE, msg))) {
+		nlmsg_free(skb);
+		return NULL;
+	}
+	return skb;
+}
+
+static void netblk_event_send(struct sk_buff *skb, void *hdr)
+{
+	genlmsg_end(skb, hdr);
+	genlmsg_multicast(&netblk_family, skb, 0, NETBLK_MCGRP_EVENTS, GFP_KERNEL);
+}
+
 void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
-			enum netblk_stop_reason reason, int err)
+			enum netblk_stop_reason reason, int err, const char *msg)
 {
 	struct sk_buff *skb;
 	void *hdr;
 
-	if (!genl_has_listeners(&netblk_family, &init_net, NETBLK_MCGRP_EVENTS))
-		return;
-	skb = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	skb = netblk_event_new(event, err, msg, &hdr);
 	if (!skb)
 		return;
-	hdr = genlmsg_put(skb, 0, 0, &netblk_family, 0, NETBLK_CMD_EVENT);
-	if (!hdr)
-		goto free;
-	if (nla_put_u32(skb, NETBLK_A_EVENT, event) ||
-	    (reason && nla_put_u32(skb, NETBLK_A_REASON, reason)) ||
-	    (err && nla_put_u32(skb, NETBLK_A_ERRNO, -err)) ||
-	    netblk_put_instance(skb, inst, false))
-		goto free;
-	genlmsg_end(skb, hdr);
-	genlmsg_multicast(&netblk_family, skb, 0, NETBLK_MCGRP_EVENTS, GFP_KERNEL);
-	return;
-free:
-	nlmsg_free(skb);
+	if ((reason && nla_put_u32(skb, NETBLK_A_REASON, reason)) ||
+	    netblk_put_instance(skb, inst, 0)) {
+		nlmsg_free(skb);
+		return;
+	}
+	netblk_event_send(skb, hdr);
+}
+
+/* A START refused: what was asked, and the kernel's answer. */
+static void netblk_genl_notify_failed(const struct netblk_start_params *p, int err,
+				      const char *msg)
+{
+	struct sk_buff *skb;
+	void *hdr;
+
+	skb = netblk_event_new(NETBLK_EVENT_FAILED, err, msg, &hdr);
+	if (!skb)
+		return;
+	if (nla_put_string(skb, NETBLK_A_DEVICE, p->device) ||
+	    nla_put_u16(skb, NETBLK_A_PORT, p->port) ||
+	    (p->ifname[0] && nla_put_string(skb, NETBLK_A_IFNAME, p->ifname))) {
+		nlmsg_free(skb);
+		return;
+	}
+	netblk_event_send(skb, hdr);
 }
 
 /* ---- commands ---- */
@@ -190,14 +280,15 @@ static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	if (err) {
 		mutex_unlock(&netblk_lock);
 		nlmsg_free(reply);
+		netblk_genl_notify_failed(&params, err, info->extack ? info->extack->_msg : NULL);
 		return err;
 	}
 	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
 		inst->device, inst->nic->name, &inst->addr, inst->port,
 		netblk_core_max_io(inst->core), inst->cpu);
-	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0);
+	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
 	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
-				   NETBLK_CMD_START, false);
+				   NETBLK_CMD_START, 0);
 	mutex_unlock(&netblk_lock);
 	if (err) {
 		nlmsg_free(reply);
@@ -206,11 +297,15 @@ static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	return genlmsg_reply(reply, info);
 }
 
-/* Stop one instance, telling the events group; under netblk_lock. */
-static void netblk_stop_one(struct netblk_instance *inst, enum netblk_stop_reason reason)
+/* Stop one instance, telling the events group why; under netblk_lock. */
+void netblk_stop_one(struct netblk_instance *inst, enum netblk_stop_reason reason,
+		     const char *msg)
 {
-	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, reason, 0);
-	pr_info("stopped serving %s on port %u\n", inst->device, inst->port);
+	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, reason, 0, msg);
+	if (msg)
+		pr_info("stopped serving %s on port %u: %s\n", inst->device, inst->port, msg);
+	else
+		pr_info("stopped serving %s on port %u\n", inst->device, inst->port);
 	netblk_instance_stop(inst);
 }
 
@@ -220,7 +315,7 @@ void netblk_stop_all(enum netblk_stop_reason reason)
 
 	mutex_lock(&netblk_lock);
 	list_for_each_entry_safe(inst, next, &netblk_instances, node)
-		netblk_stop_one(inst, reason);
+		netblk_stop_one(inst, reason, NULL);
 	mutex_unlock(&netblk_lock);
 }
 
@@ -242,7 +337,7 @@ static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 	mutex_lock(&netblk_lock);
 	if (info->attrs[NETBLK_A_ALL]) {
 		list_for_each_entry_safe(inst, next, &netblk_instances, node) {
-			netblk_stop_one(inst, NETBLK_REASON_ASKED);
+			netblk_stop_one(inst, NETBLK_REASON_ASKED, NULL);
 			stopped++;
 		}
 	} else {
@@ -256,7 +351,7 @@ static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 					   port);
 			return -ENOENT;
 		}
-		netblk_stop_one(inst, NETBLK_REASON_ASKED);
+		netblk_stop_one(inst, NETBLK_REASON_ASKED, NULL);
 		stopped = 1;
 	}
 	mutex_unlock(&netblk_lock);
@@ -285,7 +380,16 @@ static int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb)
 		if (index++ < skip)
 			continue;
 		err = netblk_fill_instance(skb, inst, NETLINK_CB(cb->skb).portid,
-					   cb->nlh->nlmsg_seq, NLM_F_MULTI, NETBLK_CMD_LIST, true);
+					   cb->nlh->nlmsg_seq, NLM_F_MULTI, NETBLK_CMD_LIST,
+					   NETBLK_PUT_STATS | NETBLK_PUT_LATENCY);
+		/*
+		 * An instance whose histogram does not fit even an empty skb
+		 * (a reader with a small receive buffer) is listed without it.
+		 */
+		if (err && index - 1 == skip)
+			err = netblk_fill_instance(skb, inst, NETLINK_CB(cb->skb).portid,
+						   cb->nlh->nlmsg_seq, NLM_F_MULTI,
+						   NETBLK_CMD_LIST, NETBLK_PUT_STATS);
 		if (err) {
 			index--;
 			break;

@@ -80,6 +80,26 @@ static __be32 netblk_nic_addr(struct net_device *dev)
 	return addr;
 }
 
+bool netblk_nic_has_addr(struct net_device *nic, __be32 addr)
+{
+	const struct in_ifaddr *ifa;
+	struct in_device *in_dev;
+	bool found = false;
+
+	rcu_read_lock();
+	in_dev = __in_dev_get_rcu(nic);
+	if (in_dev) {
+		in_dev_for_each_ifa_rcu(ifa, in_dev) {
+			if (ifa->ifa_local == addr) {
+				found = true;
+				break;
+			}
+		}
+	}
+	rcu_read_unlock();
+	return found;
+}
+
 static int netblk_take_nic(struct netblk_instance *inst,
 			   const struct netblk_start_params *p,
 			   struct netlink_ext_ack *extack)
@@ -220,8 +240,8 @@ static int netblk_open_bdev(struct netblk_instance *inst, struct netlink_ext_ack
 	struct block_device *bdev;
 	struct file *file;
 
-	file = bdev_file_open_by_path(inst->device, mode,
-				      inst->read_only ? NULL : inst, NULL);
+	file = bdev_file_open_by_path(inst->device, mode, inst->read_only ? NULL : inst,
+				      inst->read_only ? NULL : &netblk_holder_ops);
 	if (IS_ERR(file)) {
 		netblk_bdev_error(inst->device, PTR_ERR(file), inst->read_only, extack);
 		return PTR_ERR(file);

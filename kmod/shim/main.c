@@ -28,9 +28,15 @@ static int __init netblk_init(void)
 {
 	int err;
 
+	err = netblk_monitor_init();
+	if (err) {
+		pr_err("cannot register the network notifiers: %d\n", err);
+		return err;
+	}
 	err = netblk_genl_register();
 	if (err) {
 		pr_err("cannot register the generic netlink family: %d\n", err);
+		netblk_monitor_exit();
 		return err;
 	}
 	return 0;
@@ -46,6 +52,7 @@ static void __exit netblk_exit(void)
 	netblk_unloading = true;
 	mutex_unlock(&netblk_lock);
 	netblk_stop_all(NETBLK_REASON_RMMOD);
+	netblk_monitor_exit();
 	netblk_genl_unregister();
 }
 

@@ -9,6 +9,7 @@
 
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/blkdev.h>
 #include <linux/fs.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
@@ -80,7 +81,15 @@ struct netblk_instance {
 	u32 dma_align_mask;
 	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
 	u64 pages_replaced;		/* worker only: a page the NIC still held */
+
+	/* monitor.c */
+	bool bdev_dead;			/* the holder was told the disk is gone */
+	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING */
+	u64 io_error_offset;		/* the last failed request's */
+	unsigned long io_error_announced; /* jiffies */
 };
+
+#define NETBLK_IO_ERROR_PENDING	0	/* a disk error not announced yet */
 
 /* All instances; netblk_lock serialises start, stop, list and unload. */
 extern struct list_head netblk_instances;
@@ -93,6 +102,7 @@ int netblk_instance_start(const struct netblk_start_params *params,
 void netblk_instance_stop(struct netblk_instance *inst);
 struct netblk_instance *netblk_instance_find(u16 port);
 u64 netblk_instance_uptime_ms(const struct netblk_instance *inst);
+bool netblk_nic_has_addr(struct net_device *nic, __be32 addr);
 
 /* handoff.c */
 int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *extack);
@@ -117,7 +127,15 @@ void netblk_xdp_release(struct netblk_instance *inst);
 int netblk_genl_register(void);
 void netblk_genl_unregister(void);
 void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
-			enum netblk_stop_reason reason, int err);
+			enum netblk_stop_reason reason, int err, const char *msg);
+void netblk_stop_one(struct netblk_instance *inst, enum netblk_stop_reason reason,
+		     const char *msg);
+
+/* monitor.c */
+extern const struct blk_holder_ops netblk_holder_ops;
+int netblk_monitor_init(void);
+void netblk_monitor_exit(void);
+void netblk_monitor_kick(void);
 
 /* main.c */
 extern bool netblk_unloading;	/* under netblk_lock */

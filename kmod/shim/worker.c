@@ -181,6 +181,8 @@ static bool netblk_worker_round(struct netblk_instance *inst)
 	submitted = netblk_core_submit(inst->core);
 	blk_finish_plug(&plug);
 	answered = netblk_core_reply(inst->core, ktime_get_ns());
+	if (unlikely(test_bit(NETBLK_IO_ERROR_PENDING, &inst->flags)))
+		netblk_monitor_kick();
 	return submitted || answered;
 }
 

@@ -23,6 +23,8 @@
 #ifndef NETBLK_GENL_H
 #define NETBLK_GENL_H
 
+#include <linux/types.h>
+
 #define NETBLK_GENL_NAME		"netblk"
 #define NETBLK_GENL_VERSION		1
 #define NETBLK_GENL_MCGRP_EVENTS	"events"
@@ -69,14 +71,17 @@ enum netblk_attr {
 	NETBLK_A_HANDOFF_IFINDEX, /* u32: the instance's own net device
 				 * (netblk<port>); the XDP program's
 				 * netblk_ports devmap maps the port to it */
+	NETBLK_A_LATENCY,	/* nested: enum netblk_latency_attr (LIST) */
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
 
 enum netblk_event {
 	NETBLK_EVENT_STARTED = 1,
-	NETBLK_EVENT_STOPPED,
-	NETBLK_EVENT_FAILED,
+	NETBLK_EVENT_STOPPED,	/* REASON says why; MESSAGE the details */
+	NETBLK_EVENT_FAILED,	/* a START refused: ERRNO, MESSAGE (the extack) */
+	NETBLK_EVENT_IO_ERROR,	/* the disk failed a request: ERRNO, MESSAGE;
+				 * at most one a second an instance */
 };
 
 enum netblk_stop_reason {
@@ -117,5 +122,30 @@ enum netblk_stat_attr {
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
+
+/*
+ * The service-time histogram of an instance, nested in NETBLK_A_LATENCY:
+ * nanoseconds from a request's arrival at the XDP hook to its reply handed to
+ * the NIC.  Log-linear buckets: values below LINEAR_LIMIT have one bucket
+ * each; above, each power of two 2^e (e >= log2(LINEAR_LIMIT)) is cut into
+ * SUB_BUCKETS equal buckets.  Only buckets with samples are sent.
+ */
+enum netblk_latency_attr {
+	NETBLK_L_UNSPEC,
+	NETBLK_L_COUNT,		/* u64: samples */
+	NETBLK_L_MAX_NS,	/* u64: the largest sample, exact */
+	NETBLK_L_LINEAR_LIMIT,	/* u32 */
+	NETBLK_L_SUB_BUCKETS,	/* u32 */
+	NETBLK_L_BUCKETS,	/* binary: struct netblk_latency_bucket[] */
+	NETBLK_L_PAD,
+	__NETBLK_L_MAX,
+};
+#define NETBLK_L_MAX (__NETBLK_L_MAX - 1)
+
+struct netblk_latency_bucket {
+	__u32 index;		/* bucket number, from 0 */
+	__u32 reserved;
+	__u64 count;
+};
 
 #endif /* NETBLK_GENL_H */

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Watching what an instance stands on.  When its NIC goes down, goes away or
+ * loses the address the instance answers on, or its block device is removed,
+ * the instance stops on its own and says why on the events group; disk I/O
+ * errors are announced too, at most one a second an instance.
+ *
+ * The notifiers run under rtnl (or the disk's holder lock), which the start
+ * path takes while holding netblk_lock, so they only schedule the reaper;
+ * the reaper takes netblk_lock and looks at every instance.
+ */
+#include "netblk.h"
+
+#include <linux/blkdev.h>
+#include <linux/inetdevice.h>
+#include <linux/workqueue.h>
+
+static void netblk_reap(struct work_struct *work);
+static DECLARE_WORK(netblk_reaper, netblk_reap);
+
+void netblk_monitor_kick(void)
+{
+	schedule_work(&netblk_reaper);
+}
+
+/* Why @inst cannot go on, written into @msg; 0 when it can. */
+static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *inst,
+						      char *msg, size_t size)
+{
+	struct net_device *nic = inst->nic;
+	struct block_device *bdev = file_bdev(inst->bdev_file);
+
+	if (nic->reg_state != NETREG_REGISTERED) {
+		snprintf(msg, size, "%s is going away", nic->name);
+		return NETBLK_REASON_NIC_GONE;
+	}
+	if (!(nic->flags & IFF_UP)) {
+		snprintf(msg, size, "%s went down", nic->name);
+		return NETBLK_REASON_NIC_GONE;
+	}
+	if (!netblk_nic_has_addr(nic, inst->addr)) {
+		snprintf(msg, size, "%s lost its address %pI4", nic->name, &inst->addr);
+		return NETBLK_REASON_NIC_GONE;
+	}
+	if (READ_ONCE(inst->bdev_dead) || test_bit(GD_DEAD, &bdev->bd_disk->state) ||
+	    !disk_live(bdev->bd_disk)) {
+		snprintf(msg, size, "%s was removed", inst->device);
+		return NETBLK_REASON_DEVICE_GONE;
+	}
+	return 0;
+}
+
+static void netblk_announce_io_error(struct netblk_instance *inst)
+{
+	char msg[96];
+
+	if (!test_and_clear_bit(NETBLK_IO_ERROR_PENDING, &inst->flags))
+		return;
+	if (time_before(jiffies, inst->io_error_announced + HZ))
+		return;	/* the next error after the second is announced */
+	inst->io_error_announced = jiffies;
+	snprintf(msg, sizeof(msg), "%s: I/O error at offset %llu", inst->device,
+		 READ_ONCE(inst->io_error_offset));
+	netblk_genl_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
+}
+
+static void netblk_reap(struct work_struct *work)
+{
+	struct netblk_instance *inst, *next;
+	char msg[96];
+
+	mutex_lock(&netblk_lock);
+	list_for_each_entry_safe(inst, next, &netblk_instances, node) {
+		enum netblk_stop_reason reason;
+
+		netblk_announce_io_error(inst);
+		reason = netblk_instance_broken(inst, msg, sizeof(msg));
+		if (reason)
+			netblk_stop_one(inst, reason, msg);
+	}
+	mutex_unlock(&netblk_lock);
+}
+
+static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, void *ptr)
+{
+	switch (event) {
+	case NETDEV_DOWN:
+	case NETDEV_UNREGISTER:
+	case NETDEV_CHANGENAME:
+		netblk_monitor_kick();
+		break;
+	}
+	return NOTIFY_DONE;
+}
+
+static int netblk_inetaddr_event(struct notifier_block *nb, unsigned long event, void *ptr)
+{
+	if (event == NETDEV_DOWN)
+		netblk_monitor_kick();
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block netblk_netdev_notifier = {
+	.notifier_call = netblk_netdev_event,
+};
+
+static struct notifier_block netblk_inetaddr_notifier = {
+	.notifier_call = netblk_inetaddr_event,
+};
+
+/* A read-write instance's claim: the kernel tells the holder its disk is gone. */
+static void netblk_bdev_mark_dead(struct block_device *bdev, bool surprise)
+{
+	struct netblk_instance *inst = bdev->bd_holder;
+
+	WRITE_ONCE(inst->bdev_dead, true);
+	netblk_monitor_kick();
+}
+
+const struct blk_holder_ops netblk_holder_ops = {
+	.mark_dead = netblk_bdev_mark_dead,
+};
+
+int netblk_monitor_init(void)
+{
+	int err;
+
+	err = register_netdevice_notifier(&netblk_netdev_notifier);
+	if (err)
+		return err;
+	err = register_inetaddr_notifier(&netblk_inetaddr_notifier);
+	if (err)
+		unregister_netdevice_notifier(&netblk_netdev_notifier);
+	return err;
+}
+
+/* After every instance has stopped: nothing can kick the reaper any more. */
+void netblk_monitor_exit(void)
+{
+	unregister_inetaddr_notifier(&netblk_inetaddr_notifier);
+	unregister_netdevice_notifier(&netblk_netdev_notifier);
+	cancel_work_sync(&netblk_reaper);
+}
