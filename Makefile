@@ -7,7 +7,7 @@
 #   make install          install both on this host (KDIR = the running kernel's)
 
 KVER_HOST := $(shell uname -r)
-BENCH_KDIR = $(CURDIR)/build/kernel/root/usr/src/linux-headers-$(shell cat build/kernel/.release)
+BENCH_KDIR = $(CURDIR)/build/kernel/root/usr/src/linux-headers-$(shell cat build/kernel/.release 2>/dev/null)
 ifeq ($(wildcard /lib/modules/$(KVER_HOST)/build),)
 KDIR ?= $(BENCH_KDIR)
 else
@@ -30,7 +30,8 @@ all: module netblkctl
 kernel:
 	ci/fetch-kernel.sh >/dev/null
 
-module:
+# Without the running kernel's headers, build for the test guest's kernel.
+module: $(if $(wildcard /lib/modules/$(KVER_HOST)/build),,kernel)
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 # The module for the test guest's kernel, whatever this host runs.
@@ -94,3 +95,16 @@ install: module netblkctl
 clean:
 	-$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) clean 2>/dev/null
 	rm -rf build/unit build/guest build/bpf tools/netblkctl/netblkctl
+
+# The load generator (tools/netblk-load/README.md) and the benchmark against
+# nbd-server and the local disk (bench/README.md).
+.PHONY: load bench
+BENCH_ARGS ?=
+
+load: tools/netblk-load/netblk-load
+
+tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp
+	$(CXX) $(CXXFLAGS_USER) -pthread -o $@ $<
+
+bench: bench-module netblkctl load
+	$(PYTHON) ci/bench.py $(BENCH_ARGS)

@@ -287,6 +287,7 @@ static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 		inst->device, inst->nic->name, &inst->addr, inst->port,
 		netblk_core_max_io(inst->core), inst->cpu);
 	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
+	netblk_monitor_kick();	/* and from now on once a second */
 	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
 				   NETBLK_CMD_START, 0);
 	mutex_unlock(&netblk_lock);

@@ -16,11 +16,17 @@
 #include <linux/workqueue.h>
 
 static void netblk_reap(struct work_struct *work);
-static DECLARE_WORK(netblk_reaper, netblk_reap);
+static DECLARE_DELAYED_WORK(netblk_reaper, netblk_reap);
+
+/*
+ * Besides the kicks, the reaper looks once a second while anything serves:
+ * a read-only instance holds no claim, so nothing tells it its disk went.
+ */
+#define NETBLK_REAP_INTERVAL HZ
 
 void netblk_monitor_kick(void)
 {
-	schedule_work(&netblk_reaper);
+	mod_delayed_work(system_wq, &netblk_reaper, 0);
 }
 
 /* Why @inst cannot go on, written into @msg; 0 when it can. */
@@ -78,6 +84,8 @@ static void netblk_reap(struct work_struct *work)
 		if (reason)
 			netblk_stop_one(inst, reason, msg);
 	}
+	if (!list_empty(&netblk_instances) && !netblk_unloading)
+		schedule_delayed_work(&netblk_reaper, NETBLK_REAP_INTERVAL);
 	mutex_unlock(&netblk_lock);
 }
 
@@ -108,12 +116,17 @@ static struct notifier_block netblk_inetaddr_notifier = {
 	.notifier_call = netblk_inetaddr_event,
 };
 
-/* A read-write instance's claim: the kernel tells the holder its disk is gone. */
+/*
+ * A read-write instance's claim: the kernel tells the holder its disk is
+ * gone.  Called with bd_holder_lock held, which the holder must release.
+ */
 static void netblk_bdev_mark_dead(struct block_device *bdev, bool surprise)
+	__releases(&bdev->bd_holder_lock)
 {
 	struct netblk_instance *inst = bdev->bd_holder;
 
 	WRITE_ONCE(inst->bdev_dead, true);
+	mutex_unlock(&bdev->bd_holder_lock);
 	netblk_monitor_kick();
 }
 
@@ -139,5 +152,5 @@ void netblk_monitor_exit(void)
 {
 	unregister_inetaddr_notifier(&netblk_inetaddr_notifier);
 	unregister_netdevice_notifier(&netblk_netdev_notifier);
-	cancel_work_sync(&netblk_reaper);
+	cancel_delayed_work_sync(&netblk_reaper);
 }
