@@ -1,0 +1,835 @@
+"""Data path, end to end: the Python client (client/netblk.py) and raw UDP
+sockets talking wire protocol v1 to netblk.ko in the test guest.
+
+Guest (ci/guest.py): /dev/nvme0n1p1 256 MiB raw (served read-write here),
+/dev/nvme0n1p2 ext4 (served read-only), eth0 virtio-net 10.0.2.15 mtu 1500
+(native XDP), so an instance has max_io 1024, max_read 16384, 256 slots.
+Guest port G is reached at 127.0.0.1:guest.host_port(G).
+
+Counters come from `netblkctl list --json`; every test checks afterwards
+that dmesg got no warning and that no slot or frame leaked.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import random
+import re
+import shlex
+import shutil
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "client"))
+
+from netblk import (  # noqa: E402
+    FLAG_FUA, HEADER, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_VOLATILE_CACHE, MAGIC,
+    OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_WRITE, Client, NetblkError, NetblkTimeout,
+    pack_header,
+)
+
+P1, P2 = "/dev/nvme0n1p1", "/dev/nvme0n1p2"
+RW, RO, SPARE = 7000, 7001, 7002
+GUEST_FORWARDS = [RW, RO, SPARE]
+
+SECTOR = 512
+MAX_IO = 1024
+MAX_READ = 16384
+SLOTS = 256
+
+
+def _host_elf(*names: str) -> Path | None:
+    """A host ELF program (not a script or busybox link) to copy into the guest."""
+    for name in names:
+        p = shutil.which(name)
+        if not p:
+            continue
+        p = Path(p).resolve()
+        try:
+            with open(p, "rb") as f:
+                if f.read(4) == b"\x7fELF" and "busybox" not in p.name:
+                    return p
+        except OSError:
+            continue
+    return None
+
+
+# busybox ip does not show a link's XDP program; iproute2's ip ("prog/xdp")
+# and bpftool (a build dependency) do.
+_IP_FULL, _BPFTOOL = _host_elf("ip"), _host_elf("bpftool")
+_PROGRAMS = {}
+if _IP_FULL:
+    _PROGRAMS["/usr/sbin/ip-full"] = _IP_FULL
+if _BPFTOOL:
+    _PROGRAMS["/usr/sbin/bpftool"] = _BPFTOOL
+GUEST_OPTIONS = {"extra_programs": _PROGRAMS} if _PROGRAMS else {}
+
+KERNEL_TROUBLE = re.compile(r"WARNING|BUG|Oops|Call Trace|general protection|refcount_t|"
+                            r"stopped holding|hung_task|blocked for more|list_(add|del) corruption")
+
+
+# --------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------
+def ctl(g, *args, timeout=60):
+    """netblkctl ARGS in the guest: (exit status, output)."""
+    return g.run("netblkctl " + " ".join(shlex.quote(str(a)) for a in args) + " 2>&1", timeout)
+
+
+def start(g, dev, port, *opts):
+    rc, out = ctl(g, "start", dev, port, *opts)
+    assert rc == 0, f"netblkctl start {dev} {port} {' '.join(opts)}: exit {rc}\n{out}"
+    return out
+
+
+def stop(g, port):
+    rc, out = ctl(g, "stop", port)
+    assert rc == 0, f"netblkctl stop {port}: exit {rc}\n{out}"
+
+
+def instances(g):
+    rc, out = g.run("netblkctl list --json 2>/tmp/list.err", 30)
+    assert rc == 0, f"netblkctl list --json: exit {rc}\n{out}"
+    return {e["port"]: e for e in json.loads(out)}
+
+
+def stats(g, port):
+    inst = instances(g)
+    assert port in inst, f"no instance on port {port}: {sorted(inst)}"
+    return inst[port]["stats"]
+
+
+def settled_stats(g, port, seconds=3.0):
+    """The counters once nothing is in flight (the worker's counters of the
+    last replies may land a moment after the client has them)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        s = stats(g, port)
+        if not (s["inflight_queued"] or s["inflight_disk"] or s["inflight_done"]):
+            return s
+        if time.monotonic() > deadline:
+            pytest.fail(f"port {port}: requests still in flight after {seconds} s: {s}")
+        time.sleep(0.1)
+
+
+def delta(after, before, *keys):
+    return {k: after[k] - before[k] for k in keys}
+
+
+def client(g, port, timeout=1.0, tries=5):
+    return Client("127.0.0.1", g.host_port(port), timeout=timeout, tries=tries)
+
+
+def raw_socket(g, port, timeout=0.5):
+    """A plain UDP socket connected to the instance, with room for bursts."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for opt in (33, socket.SO_RCVBUF):  # SO_RCVBUFFORCE (root), else capped by rmem_max
+        try:
+            s.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+            break
+        except OSError:
+            continue
+    s.connect(("127.0.0.1", g.host_port(port)))
+    s.settimeout(timeout)
+    return s
+
+
+def recv_all(s, quiet=0.5, limit=10.0, until=None):
+    """Datagrams until none came for `quiet` s (or `until(got)` holds and then
+    `quiet` s of silence), at most `limit` s."""
+    got = []
+    end = time.monotonic() + limit
+    while time.monotonic() < end:
+        s.settimeout(max(0.01, min(quiet, end - time.monotonic())))
+        try:
+            got.append(s.recv(65536))
+        except socket.timeout:
+            if until is None or until(got):
+                break
+        except ConnectionRefusedError:
+            continue
+    return got
+
+
+def parse(d):
+    assert len(d) >= HEADER_SIZE, f"reply of {len(d)} bytes: {d!r}"
+    magic, version, op, status, handle, off, length, flags = HEADER.unpack_from(d)
+    return dict(magic=magic, version=version, op=op, status=status, handle=handle, offset=off,
+                length=length, flags=flags, data=d[HEADER_SIZE:])
+
+
+def md5(b):
+    return hashlib.md5(b).hexdigest()
+
+
+def guest_md5(g, dev, offset, length):
+    """md5 of the range as the guest kernel reads it (O_DIRECT: no page cache)."""
+    assert offset % SECTOR == 0 and length % SECTOR == 0
+    out = g.check(f"dd if={dev} bs={SECTOR} skip={offset // SECTOR} count={length // SECTOR} "
+                  f"iflag=direct 2>/dev/null | md5sum", timeout=60)
+    return out.split()[0]
+
+
+def guest_write_random(g, dev, offset, length):
+    """Write random data to the device from inside the guest (O_DIRECT, then
+    fsync); returns its md5."""
+    assert offset % SECTOR == 0 and length % SECTOR == 0
+    out = g.check(f"dd if=/dev/urandom of=/tmp/blob bs={SECTOR} count={length // SECTOR} "
+                  f"2>/dev/null && dd if=/tmp/blob of={dev} bs={SECTOR} seek={offset // SECTOR} "
+                  f"oflag=direct conv=notrunc,fsync 2>&1 && md5sum /tmp/blob && rm /tmp/blob",
+                  timeout=60)
+    return out.split()[-2]
+
+
+def kthreads(g):
+    return re.findall(r"\[(netblk/[^\]]*)\]", g.check("ps"))
+
+
+def net_devices(g):
+    return g.check("ls /sys/class/net").split()
+
+
+def xdp_on_eth0(g) -> str:
+    """What shows that eth0 runs an XDP program ('' when none)."""
+    if _IP_FULL:
+        out = g.check("ip-full -d link show dev eth0")
+        return " ".join(re.findall(r"\bxdp\b.*|prog/xdp.*", out))
+    if _BPFTOOL:
+        out = g.check("bpftool net show dev eth0")
+        return out.split("xdp:", 1)[1].split("tc:", 1)[0].strip()
+    # last resort: the program is still loaded (JIT symbols)
+    return g.run("grep netblk_xdp /proc/kallsyms")[1].strip()
+
+
+def wait_xdp_gone(g, seconds=2.0):
+    deadline = time.monotonic() + seconds
+    while True:
+        shown = xdp_on_eth0(g)
+        if not shown:
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"eth0 still runs XDP {seconds} s after the last instance stopped: {shown}")
+        time.sleep(0.2)
+
+
+def leaked(g):
+    out = g.check("cat /sys/module/netblk/parameters/leaked_slots "
+                  "/sys/module/netblk/parameters/leaked_frames")
+    slots, frames = (int(x) for x in out.split())
+    return {"leaked_slots": slots, "leaked_frames": frames}
+
+
+def dmesg_lines(g):
+    return g.check("dmesg").splitlines()
+
+
+@pytest.fixture(autouse=True)
+def kernel_clean(guest):
+    """After each test (and after the netblk fixture stopped every instance):
+    no new kernel warning, nothing leaked."""
+    before = len(dmesg_lines(guest))
+    yield
+    if not guest.alive() or guest.broken:
+        return
+    new = dmesg_lines(guest)[before:]
+    bad = [l for l in new if KERNEL_TROUBLE.search(l)]
+    assert not bad, "the kernel complained during the test:\n" + "\n".join(new[-60:])
+    if guest.run("grep -q '^netblk ' /proc/modules")[0] == 0:
+        assert leaked(guest) == {"leaked_slots": 0, "leaked_frames": 0}
+
+
+class Hammer(threading.Thread):
+    """A client looping reads (and writes, in its own range) until told to
+    stop or until the instance stops answering (small `tries`: it ends soon
+    after).  Reads of the prefilled range must match `known`."""
+
+    def __init__(self, host_port, known_off, known, write_off=None, seconds=60):
+        super().__init__(daemon=True)
+        self.host_port, self.known_off, self.known = host_port, known_off, known
+        self.write_off, self.seconds = write_off, seconds
+        self.ops = 0
+        self.error: Exception | None = None
+        self.mismatch: str | None = None
+        self.halt = threading.Event()
+
+    def run(self):
+        c = Client("127.0.0.1", self.host_port, timeout=0.2, tries=3)
+        rng = random.Random(self.host_port ^ (self.write_off or 0))
+        end = time.monotonic() + self.seconds
+        try:
+            while not self.halt.is_set() and time.monotonic() < end:
+                if self.write_off is not None:
+                    data = rng.randbytes(8192 + 512 * rng.randrange(16))
+                    c.write(self.write_off, data, window=8)
+                    back = c.read(self.write_off, len(data), window=8)
+                    if back != data:
+                        self.mismatch = f"own range {self.write_off}+{len(data)} read back differs"
+                        return
+                back = c.read(self.known_off, len(self.known), window=8)
+                if back != self.known:
+                    self.mismatch = f"prefilled range {self.known_off}+{len(self.known)} differs"
+                    return
+                self.ops += 1
+        except NetblkError as e:
+            self.error = e
+        except OSError as e:
+            self.error = e
+        finally:
+            c.close()
+
+
+def wait_progress(hammers, ops=2, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if all(h.ops >= ops for h in hammers):
+            return
+        for h in hammers:
+            assert h.is_alive() or h.ops >= ops, \
+                f"a client ended early: ops {h.ops}, error {h.error!r}, mismatch {h.mismatch}"
+        time.sleep(0.1)
+    pytest.fail(f"clients made no progress: {[(h.ops, repr(h.error)) for h in hammers]}")
+
+
+def join_ended(hammers, seconds=20, stopped=True):
+    """The hammers end; those of a stopped instance with a timeout, none with a mismatch."""
+    for h in hammers:
+        h.join(seconds)
+        assert not h.is_alive(), f"a client still runs {seconds} s after its instance went away"
+        assert h.mismatch is None, h.mismatch
+        if stopped:
+            assert isinstance(h.error, NetblkTimeout), \
+                f"client of a stopped instance ended with {h.error!r}, not a timeout"
+
+
+# --------------------------------------------------------------------------
+# INFO
+# --------------------------------------------------------------------------
+def test_info_matches_device(netblk):
+    g = netblk
+    start(g, P1, RW)
+    start(g, P2, RO, "ro")
+    wc = g.check("cat /sys/block/nvme0n1/queue/write_cache").strip()
+    fua = g.check("cat /sys/block/nvme0n1/queue/fua").strip()
+    dev_flags = (INFO_VOLATILE_CACHE if wc == "write back" else 0) | (INFO_FUA if fua == "1" else 0)
+    assert wc == "write back", "QEMU's nvme was expected to have a volatile write cache"
+
+    for dev, port, ro in ((P1, RW, False), (P2, RO, True)):
+        size = int(g.check(f"blockdev --getsize64 {dev}"))
+        ss = int(g.check(f"blockdev --getss {dev}"))
+        with client(g, port) as c:
+            info = c.info()
+            assert (info.size, info.sector_size) == (size, ss), (dev, info)
+            assert (info.max_io, info.max_read, info.slots) == (MAX_IO, MAX_READ, SLOTS), info
+            assert info.flags == dev_flags | (INFO_READ_ONLY if ro else 0), \
+                f"{dev} ({'ro' if ro else 'rw'}): INFO flags {info.flags:#x}, device says " \
+                f"write_cache={wc!r} fua={fua!r}"
+            assert info.reserved == 0
+            # the raw reply: header echoes the handle, payload is 32 bytes
+            r = c.request(OP_INFO, 0, 0, handle=0x1122334455667788)
+            assert (r.status, r.op, r.version, r.handle) == (0, OP_INFO | OP_REPLY, 1,
+                                                              0x1122334455667788), r
+            assert len(r.data) == 32, r
+
+
+# --------------------------------------------------------------------------
+# write / read round trips
+# --------------------------------------------------------------------------
+def extents(size):
+    mid = (size // 2) & ~(SECTOR - 1)
+    return [
+        ("start", 0, 1536),                                  # 1.5 datagrams
+        ("unaligned-to-max_io", 1536, 3072),                 # 3 KiB at 1.5 KiB
+        ("across-max_read", MAX_READ - 1536, MAX_READ + 2560),
+        ("middle", mid - 7 * SECTOR, 100 * 1024 + SECTOR),   # many READs at once
+        ("before-last", size - SECTOR - 9216, 9216),
+        ("last-sector", size - SECTOR, SECTOR),
+    ]
+
+
+@pytest.mark.parametrize("window", [1, 64])
+def test_write_read_back(netblk, window):
+    g = netblk
+    start(g, P1, RW)
+    rng = random.Random(window)
+    with client(g, RW) as c:
+        size = c.info().size
+        written = []
+        for name, off, length in extents(size):
+            data = rng.randbytes(length)
+            c.write(off, data, window=window)
+            back = c.read(off, length, window=window)
+            assert back == data, f"{name}: {length} bytes at {off} read back differ (window {window})"
+            written.append((name, off, length, data))
+        # all of them still there (nothing overwrote a neighbour)
+        for name, off, length, data in written:
+            assert c.read(off, length, window=window) == data, f"{name} changed"
+    # the guest kernel reads what the client wrote
+    for name, off, length, data in written:
+        assert guest_md5(g, P1, off, length) == md5(data), \
+            f"{name}: the guest's {P1} holds other data at {off}+{length}"
+
+
+def test_guest_writes_read_through_netblk(netblk):
+    g = netblk
+    start(g, P1, RW)
+    size = 256 << 20
+    places = [(50 << 20, 200 * SECTOR), (size - 3 * SECTOR, 3 * SECTOR), (7 * SECTOR, 5 * SECTOR)]
+    sums = [(off, length, guest_write_random(g, P1, off, length)) for off, length in places]
+    with client(g, RW) as c:
+        for window in (1, 64):
+            for off, length, want in sums:
+                got = md5(c.read(off, length, window=window))
+                assert got == want, f"{length} bytes the guest wrote at {off} read differently " \
+                                    f"through netblk (window {window})"
+
+
+# --------------------------------------------------------------------------
+# refusals and drops
+# --------------------------------------------------------------------------
+E = errno
+BIG = 1 << 63
+
+
+def refusal_cases(size):
+    """(name, op, offset, length, payload, flags, version, status)."""
+    return [
+        ("read misaligned offset", OP_READ, 1, 512, b"", 0, 1, E.EINVAL),
+        ("write misaligned offset", OP_WRITE, 100, 512, bytes(512), 0, 1, E.EINVAL),
+        ("read misaligned length", OP_READ, 0, 100, b"", 0, 1, E.EINVAL),
+        ("write misaligned length", OP_WRITE, 0, 100, bytes(100), 0, 1, E.EINVAL),
+        ("read zero length", OP_READ, 0, 0, b"", 0, 1, E.EINVAL),
+        ("write zero length", OP_WRITE, 0, 0, b"", 0, 1, E.EINVAL),
+        ("write payload short", OP_WRITE, 0, 1024, bytes(512), 0, 1, E.EINVAL),
+        ("write payload long", OP_WRITE, 0, 512, bytes(1024), 0, 1, E.EINVAL),
+        ("write no payload", OP_WRITE, 0, 512, b"", 0, 1, E.EINVAL),
+        ("read unknown flag", OP_READ, 0, 512, b"", 1 << 1, 1, E.EINVAL),
+        ("write unknown flag", OP_WRITE, 0, 512, bytes(512), 0x8000, 1, E.EINVAL),
+        ("info unknown flag", OP_INFO, 0, 0, b"", 1 << 5, 1, E.EINVAL),
+        ("read FUA", OP_READ, 0, 512, b"", FLAG_FUA, 1, E.EINVAL),
+        ("flush FUA", OP_FLUSH, 0, 0, b"", FLAG_FUA, 1, E.EINVAL),
+        ("info FUA", OP_INFO, 0, 0, b"", FLAG_FUA, 1, E.EINVAL),
+        ("flush offset", OP_FLUSH, 512, 0, b"", 0, 1, E.EINVAL),
+        ("flush length", OP_FLUSH, 0, 512, b"", 0, 1, E.EINVAL),
+        ("read at the end", OP_READ, size, 512, b"", 0, 1, E.ERANGE),
+        ("read over the end", OP_READ, size - 512, 1024, b"", 0, 1, E.ERANGE),
+        ("write over the end", OP_WRITE, size - 512, 1024, bytes(1024), 0, 1, E.ERANGE),
+        ("read far beyond", OP_READ, BIG, 512, b"", 0, 1, E.ERANGE),
+        ("write far beyond", OP_WRITE, BIG, 512, bytes(512), 0, 1, E.ERANGE),
+        # a WRITE over max_io cannot carry its payload in one frame at mtu 1500
+        # (it would arrive fragmented, which is dropped): the header alone says it
+        ("write > max_io", OP_WRITE, 0, MAX_IO + 512, bytes(MAX_IO), 0, 1, E.EMSGSIZE),
+        ("write >> max_io", OP_WRITE, 0, 1 << 20, b"", 0, 1, E.EMSGSIZE),
+        ("read > max_read", OP_READ, 0, MAX_READ + 512, b"", 0, 1, E.EMSGSIZE),
+        ("read 1 MiB", OP_READ, 0, 1 << 20, b"", 0, 1, E.EMSGSIZE),
+        ("version 2", OP_INFO, 0, 0, b"", 0, 2, E.EPROTONOSUPPORT),
+        ("version 0 read", OP_READ, 0, 512, b"", 0, 0, E.EPROTONOSUPPORT),
+        ("op 9", 9, 0, 0, b"", 0, 1, E.EOPNOTSUPP),
+        ("op 0", 0, 0, 512, b"", 0, 1, E.EOPNOTSUPP),
+        ("op 0x7f", 0x7F, 0, 0, b"", 0, 1, E.EOPNOTSUPP),
+    ]
+
+
+def check_refused(c, cases):
+    """Send each case once (Client.request: resends only on silence); every
+    reply is one header with the status and the request's handle, offset and
+    length.  Returns the datagrams sent."""
+    sends0 = c.stats.sends
+    wrong = []
+    for i, (name, op, off, length, payload, flags, version, status) in enumerate(cases):
+        handle = 0xA5A5_0000_0000_0000 | (i << 8) | 0x5A
+        try:
+            r = c.request(op, off, length, payload, flags, handle, version=version)
+        except NetblkError as e:
+            wrong.append(f"{name}: no answer ({e})")
+            continue
+        chunks = r.chunks or [r]
+        got = [(ch.status, ch.op, ch.handle, ch.offset, ch.length, len(ch.data)) for ch in chunks]
+        want = [(status, op | OP_REPLY, handle, off, length, 0)]
+        if got != want:
+            wrong.append(f"{name}: sent op {op} {off}+{length} flags {flags:#x} v{version} "
+                         f"payload {len(payload)}; want (status, op, handle, offset, length, "
+                         f"data) {want}, got {got}")
+    assert not wrong, "refusals answered wrongly:\n" + "\n".join(wrong)
+    return c.stats.sends - sends0
+
+
+def test_refusals_answered(netblk):
+    g = netblk
+    start(g, P1, RW)
+    start(g, P2, RO, "ro")
+    keys = ("requests", "refused", "busy", "bad", "reads", "writes", "flushes", "frames_rx",
+            "frames_tx")
+    with client(g, RW) as c:
+        size = c.info().size
+        before = settled_stats(g, RW)
+        sent = check_refused(c, refusal_cases(size))
+        d = delta(settled_stats(g, RW), before, *keys)
+        n = len(refusal_cases(size))
+        assert d == {"requests": sent, "refused": sent, "busy": 0, "bad": 0, "reads": 0,
+                     "writes": 0, "flushes": 0, "frames_rx": sent, "frames_tx": sent}, \
+            f"{n} refusals ({sent} datagrams sent): counters moved by {d}"
+
+    with client(g, RO) as c:
+        size = c.info().size
+        before = settled_stats(g, RO)
+        cases = [("write on ro", OP_WRITE, 0, 512, bytes(512), 0, 1, E.EROFS),
+                 ("FUA write on ro", OP_WRITE, 4096, 1024, bytes(1024), FLAG_FUA, 1, E.EROFS),
+                 ("flush on ro", OP_FLUSH, 0, 0, b"", 0, 1, E.EROFS)]
+        sent = check_refused(c, cases)
+        d = delta(settled_stats(g, RO), before, *keys)
+        assert d == {"requests": sent, "refused": sent, "busy": 0, "bad": 0, "reads": 0,
+                     "writes": 0, "flushes": 0, "frames_rx": sent, "frames_tx": sent}, \
+            f"{len(cases)} refusals on a ro instance ({sent} sent): counters moved by {d}"
+
+
+def test_drops_unanswered(netblk):
+    g = netblk
+    start(g, P1, RW)
+    s = raw_socket(g, RW)
+    try:
+        # the path works: a valid INFO is answered on this very socket
+        s.send(pack_header(OP_INFO, 0, 0, 1))
+        ok = recv_all(s, quiet=0.3, limit=5, until=lambda got: bool(got))
+        assert len(ok) == 1 and parse(ok[0])["status"] == 0, ok
+        before = settled_stats(g, RW)
+
+        full = pack_header(OP_READ, 0, 512, 7)
+        drops = [
+            ("empty datagram", b""),
+            ("1 byte", b"N"),
+            ("29 bytes (header minus one)", full[:29]),
+            ("wrong magic INFO", pack_header(OP_INFO, 0, 0, 8, magic=0x4E424C4C)),
+            ("wrong magic READ", pack_header(OP_READ, 0, 512, 9, magic=0)),
+            ("reply bit INFO", pack_header(OP_INFO | OP_REPLY, 0, 0, 10)),
+            ("reply bit READ", pack_header(OP_READ | OP_REPLY, 0, 512, 11)),
+            ("reply bit WRITE", pack_header(OP_WRITE | OP_REPLY, 0, 512, 12) + bytes(512)),
+            ("reply bit and bad version", pack_header(OP_READ | OP_REPLY, 0, 512, 13, version=7)),
+        ]
+        for _, d in drops:
+            s.send(d)
+        answers = recv_all(s, quiet=0.6)
+        assert not answers, f"dropped datagrams were answered: {[parse(a) for a in answers]}"
+        d = delta(settled_stats(g, RW), before, "bad", "requests", "refused", "frames_rx",
+                  "frames_tx", "reads", "writes")
+        assert d == {"bad": len(drops), "requests": 0, "refused": 0, "frames_rx": len(drops),
+                     "frames_tx": 0, "reads": 0, "writes": 0}, \
+            f"{len(drops)} drops sent ({[n for n, _ in drops]}): counters moved by {d}"
+    finally:
+        s.close()
+
+
+# --------------------------------------------------------------------------
+# READ at max_read, FLUSH, FUA, counters
+# --------------------------------------------------------------------------
+def test_max_read_is_16_datagrams(netblk):
+    g = netblk
+    start(g, P1, RW)
+    off = 3 << 20
+    data = random.Random(16).randbytes(MAX_READ)
+    with client(g, RW) as c:
+        c.write(off, data)
+    before = settled_stats(g, RW)
+    s = raw_socket(g, RW)
+    handle = 0xDEADBEEF00C0FFEE
+    try:
+        s.send(pack_header(OP_READ, off, MAX_READ, handle))
+        got = [parse(d) for d in recv_all(s, quiet=0.7, until=lambda got: len(got) >= 16)]
+    finally:
+        s.close()
+    mine = [r for r in got if r["handle"] == handle]
+    assert len(mine) == len(got) == 16, \
+        f"READ {off}+{MAX_READ}: {len(mine)} datagrams with its handle, {len(got)} in all " \
+        f"(offsets {[r['offset'] - off for r in got]})"
+    for r in mine:
+        assert (r["magic"], r["version"], r["op"], r["status"], r["flags"]) == \
+               (MAGIC, 1, OP_READ | OP_REPLY, 0, 0), r
+        assert r["length"] == len(r["data"]) == MAX_IO, (r["offset"], r["length"], len(r["data"]))
+    assert sorted(r["offset"] for r in mine) == [off + i * MAX_IO for i in range(16)]
+    back = b"".join(r["data"] for r in sorted(mine, key=lambda r: r["offset"]))
+    assert back == data, "the 16 datagrams do not carry what was written"
+    d = delta(settled_stats(g, RW), before, "reads", "read_bytes", "frames_rx", "frames_tx")
+    assert d == {"reads": 1, "read_bytes": MAX_READ, "frames_rx": 1, "frames_tx": 16}, d
+
+
+def test_flush_and_fua(netblk):
+    g = netblk
+    start(g, P1, RW)
+    with client(g, RW) as c:
+        info = c.info()
+        assert info.fua and info.volatile_cache, info
+        before = settled_stats(g, RW)
+        s0 = c.stats.sends
+        c.flush()
+        r = c.request(OP_FLUSH, 0, 0, handle=0xF1)
+        assert (r.status, r.op, r.handle, r.offset, r.length) == (0, OP_FLUSH | OP_REPLY, 0xF1, 0, 0), r
+        flush_sends = c.stats.sends - s0
+
+        off = 5 << 20
+        data = random.Random(5).randbytes(3 * 1024)
+        s0 = c.stats.sends
+        c.write(off, data, window=1, fua=True)
+        r = c.request(OP_WRITE, off + len(data), 512, b"\x5a" * 512, FLAG_FUA, handle=0xF0A)
+        assert (r.status, r.op, r.handle, r.offset, r.length) == \
+               (0, OP_WRITE | OP_REPLY, 0xF0A, off + len(data), 512), r
+        fua_sends = c.stats.sends - s0
+        assert c.read(off, len(data) + 512) == data + b"\x5a" * 512
+        after = settled_stats(g, RW)
+    d = delta(after, before, "flushes", "fua_writes", "writes", "write_bytes", "io_errors")
+    assert flush_sends == 2 and fua_sends == 4, (flush_sends, fua_sends, c.stats)
+    assert d == {"flushes": 2, "fua_writes": 4, "writes": 4, "write_bytes": len(data) + 512,
+                 "io_errors": 0}, d
+    assert guest_md5(g, P1, off, len(data) + 512) == md5(data + b"\x5a" * 512)
+
+
+def test_counters_exact(netblk):
+    g = netblk
+    start(g, P1, RW)
+    n, k = 12, 4096
+    m1, m2 = 9, 3
+    with client(g, RW) as c:
+        c.info()
+        before = settled_stats(g, RW)
+        s0 = c.stats.sends
+        for i in range(n):
+            c.read(i * 40960, k, window=1)
+        for i in range(m1):
+            c.write((8 << 20) + i * 4096, os.urandom(1024), window=1)
+        for i in range(m2):
+            c.write((9 << 20) + i * 4096, os.urandom(512), window=1)
+        sent = c.stats.sends - s0
+        retries = c.stats.retries
+        after = settled_stats(g, RW)
+    assert sent == n + m1 + m2 and retries == 0, \
+        f"the client resent ({c.stats}): counts below cannot be exact"
+    wbytes = m1 * 1024 + m2 * 512
+    keys = ("requests", "reads", "read_bytes", "writes", "write_bytes", "flushes", "fua_writes",
+            "refused", "busy", "bad", "io_errors", "replies_dropped", "frames_rx", "frames_tx",
+            "bytes_zerocopy", "bytes_copied")
+    d = delta(after, before, *keys)
+    want = {"requests": sent, "reads": n, "read_bytes": n * k, "writes": m1 + m2,
+            "write_bytes": wbytes, "flushes": 0, "fua_writes": 0, "refused": 0, "busy": 0,
+            "bad": 0, "io_errors": 0, "replies_dropped": 0, "frames_rx": sent,
+            "frames_tx": n * (k // MAX_IO) + m1 + m2, "bytes_zerocopy": n * k + wbytes,
+            "bytes_copied": 0}
+    assert d == want, "counters moved by\n" + "\n".join(
+        f"  {key}: {d[key]} (expected {want[key]})" for key in keys if d[key] != want[key])
+    assert after["bytes_copied"] == 0, "virtio-net has native XDP: nothing should be copied"
+
+
+def test_read_only_instance(netblk):
+    g = netblk
+    off, length = 1 << 20, 24 * SECTOR
+    want = guest_write_random(g, P1, off, length)
+    start(g, P1, RO, "ro")
+    with client(g, RO) as c:
+        info = c.info()
+        assert info.read_only and info.flags & INFO_READ_ONLY, info
+        assert md5(c.read(off, length)) == want
+        before = settled_stats(g, RO)
+        for what, call in (("write", lambda: c.write(off, os.urandom(1024))),
+                           ("FUA write", lambda: c.write(off, os.urandom(512), fua=True)),
+                           ("flush", c.flush)):
+            with pytest.raises(NetblkError) as ei:
+                call()
+            assert ei.value.status == errno.EROFS, f"{what} on a ro instance: {ei.value}"
+        d = delta(settled_stats(g, RO), before, "refused", "writes", "flushes", "fua_writes")
+        assert d == {"refused": 3, "writes": 0, "flushes": 0, "fua_writes": 0}, d
+        assert md5(c.read(off, length, window=1)) == want, "a refused write changed the data"
+    assert guest_md5(g, P1, off, length) == want
+
+
+# --------------------------------------------------------------------------
+# concurrency, load, stop
+# --------------------------------------------------------------------------
+def test_four_clients(netblk):
+    g = netblk
+    start(g, P1, RW)
+    hp = g.host_port(RW)
+    shared_off = 64 << 20
+    shared = random.Random(4).randbytes(512 * 1024)
+    with client(g, RW) as c:
+        c.write(shared_off, shared)
+    errors: list[str] = []
+    finished: list[str] = []
+    final: dict[int, bytes] = {}
+    barrier = threading.Barrier(4)
+
+    def writer(idx):
+        base = (16 + 8 * idx) << 20
+        rng = random.Random(100 + idx)
+        try:
+            with Client("127.0.0.1", hp, timeout=0.5, tries=20) as c:
+                barrier.wait(30)
+                for it in range(4):
+                    data = rng.randbytes(256 * 1024 + 512 * it)
+                    c.write(base, data)
+                    if c.read(base, len(data)) != data:
+                        errors.append(f"writer {idx}: pass {it}: read back differs")
+                        return
+                final[base] = data
+            finished.append(f"writer {idx}")
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(f"writer {idx}: {e!r}")
+
+    def reader(idx):
+        try:
+            with Client("127.0.0.1", hp, timeout=0.5, tries=20) as c:
+                barrier.wait(30)
+                for it in range(4):
+                    if c.read(shared_off, len(shared)) != shared:
+                        errors.append(f"reader {idx}: pass {it}: shared range differs")
+                        return
+            finished.append(f"reader {idx}")
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"reader {idx}: {e!r}")
+
+    threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(2)]
+    threads += [threading.Thread(target=reader, args=(i,), daemon=True) for i in range(2)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(max(1.0, 120 - (time.monotonic() - t0)))
+    assert not any(t.is_alive() for t in threads), f"clients still running after 120 s: {finished}"
+    assert not errors, errors
+    assert len(finished) == 4, finished
+    for base, data in final.items():
+        assert guest_md5(g, P1, base, len(data)) == md5(data), f"writer range {base} in the guest"
+    assert guest_md5(g, P1, shared_off, len(shared)) == md5(shared)
+    s = settled_stats(g, RW)
+    assert s["io_errors"] == 0 and s["bytes_copied"] == 0, s
+
+
+def _prefill(g, port, off, n):
+    data = random.Random(off).randbytes(n)
+    with client(g, port) as c:
+        c.write(off, data)
+    return data
+
+
+def test_stop_under_load(netblk):
+    g = netblk
+    start(g, P1, RW)
+    start(g, P2, RO, "ro")
+    assert xdp_on_eth0(g), "eth0 runs no XDP program while instances serve"
+    assert {f"netblk{RW}", f"netblk{RO}"} <= set(net_devices(g))
+    known_rw = _prefill(g, RW, 32 << 20, 48 * 1024)
+    with client(g, RO) as c:
+        known_ro = c.read(0, 48 * 1024)
+    hammers_rw = [Hammer(g.host_port(RW), 32 << 20, known_rw, write_off=40 << 20),
+                  Hammer(g.host_port(RW), 32 << 20, known_rw)]
+    hammer_ro = Hammer(g.host_port(RO), 0, known_ro)
+    for h in hammers_rw + [hammer_ro]:
+        h.start()
+    try:
+        wait_progress(hammers_rw + [hammer_ro])
+        stop(g, RW)  # while its two clients are busy
+        join_ended(hammers_rw)
+        assert leaked(g) == {"leaked_slots": 0, "leaked_frames": 0}
+        assert set(instances(g)) == {RO}
+        assert f"netblk{RW}" not in net_devices(g)
+        assert [t for t in kthreads(g) if str(RW) in t] == []
+        assert xdp_on_eth0(g), "the XDP program went away while an instance still serves"
+        # the other instance served on throughout
+        ops = hammer_ro.ops
+        wait_progress([hammer_ro], ops + 2)
+        # the claim on P1 is released: it can be served read-write again
+        start(g, P1, SPARE)
+        with client(g, SPARE) as c:
+            assert c.read(32 << 20, len(known_rw)) == known_rw
+        stop(g, SPARE)
+
+        stop(g, RO)  # the last instance, while its client is busy
+        join_ended([hammer_ro])
+    finally:
+        for h in hammers_rw + [hammer_ro]:
+            h.halt.set()
+    assert leaked(g) == {"leaked_slots": 0, "leaked_frames": 0}
+    assert instances(g) == {}
+    assert kthreads(g) == []
+    assert not [d for d in net_devices(g) if d.startswith("netblk")], net_devices(g)
+    wait_xdp_gone(g)
+    # and it all starts and serves again
+    start(g, P1, RW)
+    with client(g, RW) as c:
+        assert c.read(32 << 20, len(known_rw)) == known_rw
+
+
+def test_rmmod_under_load(netblk):
+    g = netblk
+    start(g, P1, RW)
+    start(g, P2, RO, "ro")
+    known_rw = _prefill(g, RW, 33 << 20, 32 * 1024)
+    with client(g, RO) as c:
+        known_ro = c.read(4096, 32 * 1024)
+    hammers = [Hammer(g.host_port(RW), 33 << 20, known_rw, write_off=41 << 20),
+               Hammer(g.host_port(RW), 33 << 20, known_rw),
+               Hammer(g.host_port(RO), 4096, known_ro)]
+    for h in hammers:
+        h.start()
+    lines0 = len(dmesg_lines(g))
+    try:
+        wait_progress(hammers)
+        g.check("rmmod netblk", timeout=60)
+        join_ended(hammers)
+    finally:
+        for h in hammers:
+            h.halt.set()
+    new = dmesg_lines(g)[lines0:]
+    bad = [l for l in new if KERNEL_TROUBLE.search(l)]
+    assert not bad, "rmmod under load:\n" + "\n".join(new[-60:])
+    assert g.run("grep -q '^netblk ' /proc/modules")[0] != 0, "netblk still loaded"
+    assert kthreads(g) == []
+    assert not [d for d in net_devices(g) if d.startswith("netblk")], net_devices(g)
+    wait_xdp_gone(g)
+    g.check("modprobe netblk")
+    # both claims were released: both partitions can be served read-write
+    start(g, P1, RW)
+    start(g, P2, RO)
+    with client(g, RW) as c:
+        assert c.read(33 << 20, len(known_rw)) == known_rw
+    with client(g, RO) as c:
+        assert c.read(4096, len(known_ro)) == known_ro
+    assert leaked(g) == {"leaked_slots": 0, "leaked_frames": 0}
+
+
+def test_flood_past_slots_is_busy(netblk):
+    g = netblk
+    start(g, P1, RW)
+    n = 40  # 40 READs x 16 datagrams = 640 slots' worth, 256 slots
+    before = settled_stats(g, RW)
+    s = raw_socket(g, RW)
+    handles = {0xF100D000 + i: i * MAX_READ for i in range(n)}
+    try:
+        for h, off in handles.items():
+            s.send(pack_header(OP_READ, off, MAX_READ, h))
+        got = [parse(d) for d in recv_all(s, quiet=1.0, limit=20)]
+    finally:
+        s.close()
+    after = settled_stats(g, RW)
+    d = delta(after, before, "requests", "reads", "busy", "refused", "frames_rx", "bad",
+              "replies_dropped", "io_errors")
+    assert d["frames_rx"] == n and d["requests"] == n and d["bad"] == 0, d
+    assert d["busy"] > 0, f"{n} READs of {MAX_READ} at once: no EAGAIN ({d})"
+    assert d["refused"] == d["busy"] and d["reads"] + d["busy"] == n, d
+    assert d["io_errors"] == 0 and d["replies_dropped"] == 0, d
+    busy = [r for r in got if r["status"] == errno.EAGAIN]
+    for r in busy:
+        assert r["handle"] in handles and (r["offset"], r["length"]) == \
+               (handles[r["handle"]], MAX_READ) and r["data"] == b"" and r["op"] == OP_READ | OP_REPLY, r
+    assert all(r["status"] in (0, errno.EAGAIN) for r in got), [r for r in got if r["status"] not in (0, 11)]
+    assert len(busy) == d["busy"], f"{d['busy']} counted busy, {len(busy)} EAGAIN replies came"
+    served = {r["handle"] for r in got if r["status"] == 0}
+    assert len(served) == d["reads"] and not served & {r["handle"] for r in busy}
+    # the instance serves normally afterwards
+    with client(g, RW) as c:
+        assert len(c.read(0, MAX_READ)) == MAX_READ
