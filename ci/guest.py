@@ -1,0 +1,546 @@
+#!/usr/bin/python3
+"""The netblk test guest: the Debian 6.12 cloud kernel in QEMU (TCG), a
+busybox initramfs, two NVMe disks, user-mode networking with UDP forwards
+from 127.0.0.1, and a command agent on virtio-serial.  Standard library only.
+
+    from guest import Guest                      # with ci/ on sys.path
+    with Guest("mytest", forwards=[7000]) as g:  # host port picked for 7000
+        g.check("modprobe netblk")
+        rc, out = g.run("netblkctl list", timeout=30)
+        hp = g.host_port(7000)                   # send UDP to 127.0.0.1:hp
+
+Guest devices (fixed, checked at every boot):
+  /dev/nvme0n1   512 MiB, 512-byte sectors, serial NETBLK0, GPT:
+                   /dev/nvme0n1p1  256 MiB, no filesystem ("netblk-raw")
+                   /dev/nvme0n1p2  the rest, ext4 label "netblk-ext4"
+                                   holding /hello.txt
+  /dev/nvme1n1   64 MiB, 4096-byte logical and physical blocks, serial
+                 NETBLK1, blank
+  The disks are per-guest copies (build/guest/<name>.nvme{0,1}.img) of the
+  templates build/guest/disk.img and disk4k.img, so every boot starts clean;
+  they are deleted when the guest stops unless keep_disks=True.
+  NVMe probes asynchronously, so the controllers can come up in either
+  order; /init then unbinds both and binds them again in order (sysfs bind
+  probes synchronously), and the host checks the serials after boot
+  (rebooting if they are still swapped), so the names above always hold.
+  eth0           virtio-net, 10.0.2.15/24, gateway 10.0.2.2 (QEMU user-net);
+                 UDP to 127.0.0.1:<host port> reaches 10.0.2.15:<guest port>
+                 from 10.0.2.2.
+  /dev/virtio-ports/netblk.agent, netblk.agent2   the command agents; the
+                 host ends are build/guest/<name>.agent.sock and
+                 <name>.agent2.sock.  Independent of eth0.
+  Tools: busybox (all applets), netblkctl in /usr/sbin, netblk.ko as
+  /lib/modules/$REL/extra/netblk.ko (`modprobe netblk`), nbudp (UDP
+  listen/send helper; busybox nc here has no -u), modules virtio_net,
+  null_blk, loop, dm-mod.
+
+Commands: run(cmd, timeout) sends a script to the agent, which runs it with
+  sh (cwd /, stdin /dev/null, stdout+stderr together) and kills it after
+  timeout s (exit 137); the host gives up timeout+20 s later (a task stuck in
+  D state), marks the guest broken and reports the console tail and the
+  blocked tasks (sysrq w, through the second agent port).  A Guest is not
+  thread-safe: one command at a time.  QEMU dies with its parent
+  (PR_SET_PDEATHSIG) and at exit (atexit).
+
+Logs: build/guest/console-<name>.log (serial console, kernel loglevel 5:
+  warnings, oopses and /init's lines), qemu-<name>.log (QEMU's command line
+  and messages).  Boot timeout: NETBLK_BOOT_TIMEOUT (s, default 60).
+
+CLI:  ci/guest.py build                      build initramfs and disk images
+      ci/guest.py run [-f G|H:G]... 'CMD'    boot, run CMD, print, shut down
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import initramfs  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = ROOT / "build" / "guest"
+KERNEL = ROOT / "build" / "kernel"
+NETBLK_KO = ROOT / "kmod" / "netblk.ko"
+NETBLKCTL = ROOT / "tools" / "netblkctl" / "netblkctl"
+
+DISK_SIZE = 512 << 20
+DISK_P1_SECTORS = (256 << 20) // 512
+DISK4K_SIZE = 64 << 20
+SERIALS = ("NETBLK0", "NETBLK1")
+MODULES = ["virtio_net", "null_blk", "loop", "dm_mod"]
+GUEST_IP = "10.0.2.15"
+BOOT_TIMEOUT = float(os.environ.get("NETBLK_BOOT_TIMEOUT", "60"))
+MARKER = re.compile(rb"\n@@NBA-END (\S+) (-?\d+)@@\n")
+
+
+class GuestError(RuntimeError):
+    pass
+
+
+class GuestTimeout(GuestError):
+    pass
+
+
+class CommandFailed(GuestError):
+    def __init__(self, cmd: str, rc: int, output: str):
+        self.cmd, self.rc, self.output = cmd, rc, output
+        super().__init__(f"guest command failed (exit {rc}): {cmd}\n--- output ---\n{output.rstrip()}")
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def free_udp_port() -> int:
+    """A UDP port free on 127.0.0.1 (and for TCP, as QEMU also checks nothing
+    else); racy like every such pick, good enough for a test bench."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port >= 1024:
+            return port
+    raise GuestError("no free UDP port")
+
+
+def kernel_release() -> str:
+    rel = KERNEL / ".release"
+    if not rel.exists():
+        subprocess.run([str(ROOT / "ci" / "fetch-kernel.sh")], check=True, stdout=subprocess.DEVNULL)
+    return rel.read_text().strip()
+
+
+# --------------------------------------------------------------------------
+# disk images
+# --------------------------------------------------------------------------
+DISK_VERSION = "4"
+
+
+def build_disks() -> tuple[Path, Path]:
+    """Templates: build/guest/disk.img (GPT, p1 raw, p2 ext4) and
+    build/guest/disk4k.img (blank).  Sparse, rebuilt when DISK_VERSION moves."""
+    BUILD.mkdir(parents=True, exist_ok=True)
+    disk, disk4k, stamp = BUILD / "disk.img", BUILD / "disk4k.img", BUILD / "disk.stamp"
+    if disk.exists() and disk4k.exists() and stamp.exists() and stamp.read_text() == DISK_VERSION:
+        return disk, disk4k
+    log("guest: building disk images")
+    tmp = BUILD / "disk.img.tmp"
+    tmp.unlink(missing_ok=True)
+    with open(tmp, "wb") as f:
+        f.truncate(DISK_SIZE)
+    p2_first = 2048 + DISK_P1_SECTORS
+    p2_last = DISK_SIZE // 512 - 34
+    subprocess.run(["sgdisk", "-o", "-a", "2048",
+                    "-n", f"1:2048:{p2_first - 1}", "-t", "1:8300", "-c", "1:netblk-raw",
+                    "-n", f"2:{p2_first}:{p2_last}", "-t", "2:8300", "-c", "2:netblk-ext4",
+                    str(tmp)], check=True, stdout=subprocess.DEVNULL)
+    part = BUILD / "p2.img.tmp"
+    content = BUILD / "p2-content"
+    shutil.rmtree(content, ignore_errors=True)
+    content.mkdir()
+    (content / "hello.txt").write_text("hello from the netblk test disk\n")
+    part.unlink(missing_ok=True)
+    with open(part, "wb") as f:
+        f.truncate((p2_last - p2_first + 1) * 512)
+    subprocess.run(["mkfs.ext4", "-q", "-F", "-L", "netblk-ext4", "-d", str(content), str(part)],
+                   check=True, env={**os.environ, "E2FSPROGS_FAKE_TIME": "1700000000"})
+    subprocess.run(["dd", f"if={part}", f"of={tmp}", "bs=1M", f"seek={p2_first * 512}",
+                    "oflag=seek_bytes", "conv=notrunc,sparse", "status=none"], check=True)
+    part.unlink()
+    shutil.rmtree(content)
+    os.replace(tmp, disk)
+    disk4k.unlink(missing_ok=True)
+    with open(disk4k, "wb") as f:
+        f.truncate(DISK4K_SIZE)
+    stamp.write_text(DISK_VERSION)
+    return disk, disk4k
+
+
+def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None = None,
+                    modules: list[str] | None = None, require_project: bool = False) -> Path:
+    rel = kernel_release()
+    programs = dict(extra_programs or {})
+    if NETBLKCTL.exists():
+        programs.setdefault("/usr/sbin/netblkctl", NETBLKCTL)
+    elif require_project:
+        raise GuestError(f"{NETBLKCTL.relative_to(ROOT)} is not built: run `make netblkctl`")
+    if require_project and not NETBLK_KO.exists():
+        raise GuestError(f"{NETBLK_KO.relative_to(ROOT)} is not built: run `make bench-module`")
+    waits = "nvme0n1 nvme0n1p1 nvme0n1p2 nvme1n1"
+    return initramfs.build(BUILD, kernel_root=KERNEL / "root", release=rel,
+                           modules=MODULES + list(modules or []),
+                           netblk_ko=NETBLK_KO if NETBLK_KO.exists() else None,
+                           programs=programs, files=extra_files,
+                           env={"BENCH_WAIT_DEVS": waits, "BENCH_RELEASE": rel, "BENCH_NVME": " ".join(SERIALS)}, log=log)
+
+
+# --------------------------------------------------------------------------
+# the agent channel
+# --------------------------------------------------------------------------
+class Agent:
+    """Host end of one virtio-serial command port (a Unix socket QEMU serves)."""
+
+    def __init__(self, path: Path, alive=lambda: True):
+        self.path = Path(path)
+        self.alive = alive
+        self.sock: socket.socket | None = None
+        self.buf = b""
+
+    def connect(self, deadline: float) -> None:
+        while self.sock is None:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(str(self.path))
+                self.sock = s
+                self.buf = b""
+            except OSError:
+                s.close()
+                if not self.alive():
+                    raise GuestError("QEMU exited")
+                if time.monotonic() > deadline:
+                    raise GuestTimeout(f"cannot connect to {self.path}")
+                time.sleep(0.1)
+
+    def close(self) -> None:
+        if self.sock:
+            self.sock.close()
+            self.sock = None
+
+    def send(self, script: str, timeout: int) -> str:
+        tag = secrets.token_hex(6)
+        data = script.encode()
+        assert self.sock
+        self.sock.sendall(f"NBA1 {tag} {len(data)} {int(timeout)}\n".encode() + data)
+        return tag
+
+    def wait(self, tag: str, deadline: float) -> tuple[int, str]:
+        assert self.sock
+        while True:
+            m = MARKER.search(self.buf)
+            while m:
+                out, self.buf = self.buf[:m.start()], self.buf[m.end():]
+                if m.group(1).decode() == tag:
+                    return int(m.group(2)), out.decode("utf-8", "replace")
+                m = MARKER.search(self.buf)  # a reply to an abandoned command
+            now = time.monotonic()
+            if now > deadline:
+                raise GuestTimeout("no reply from the guest agent")
+            if not self.alive():
+                raise GuestError("QEMU exited")
+            self.sock.settimeout(min(0.5, max(0.01, deadline - now)))
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not chunk:
+                self.close()
+                raise GuestError("agent socket closed by QEMU")
+            self.buf += chunk
+
+
+def run_on_socket(path: Path, cmd: str, timeout: int = 60) -> tuple[int, str]:
+    """Run cmd through an agent socket of an already running guest."""
+    a = Agent(path)
+    a.connect(time.monotonic() + 5)
+    try:
+        tag = a.send(cmd, timeout)
+        return a.wait(tag, time.monotonic() + timeout + 15)
+    finally:
+        a.close()
+
+
+# --------------------------------------------------------------------------
+# the guest
+# --------------------------------------------------------------------------
+_live: set["Guest"] = set()
+
+
+def _die_with_parent() -> None:
+    """In the QEMU child: SIGKILL when the process that started it dies, even
+    by SIGKILL (atexit covers the orderly exits)."""
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+@atexit.register
+def _kill_all() -> None:
+    for g in list(_live):
+        g.kill()
+
+
+class Guest:
+    """One QEMU guest.
+
+    forwards: guest UDP ports to reach from 127.0.0.1: an int G (a free host
+      port is picked), a pair (H, G) (H = 0: pick), or a triple
+      ("tcp"|"udp", H, G).  g.host_port(G) tells the host port.
+    extra_files: {guest path: host path or bytes}; extra_programs: {guest
+      path: host ELF} (shared libraries come along); modules: more kernel
+      modules to include.  require_project: fail unless netblk.ko and
+      netblkctl are built.
+    """
+
+    def __init__(self, name: str = "bench", forwards=(), *, extra_files=None, extra_programs=None,
+                 modules=None, memory: int = 1024, smp: int = 2, nic_mtu: int | None = None,
+                 boot_timeout: float = BOOT_TIMEOUT, require_project: bool = False,
+                 qemu_args=(), cmdline: str = "", keep_disks: bool = False):
+        if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+            raise ValueError(f"bad guest name {name!r}")
+        self.name = name
+        self.fwd: list[tuple[str, int, int]] = []
+        for f in forwards:
+            if isinstance(f, int):
+                f = ("udp", 0, f)
+            elif len(f) == 2:
+                f = ("udp", *f)
+            proto, h, g = f
+            self.fwd.append((proto, h or free_udp_port(), g))
+        self.extra_files, self.extra_programs, self.modules = extra_files, extra_programs, modules
+        self.memory, self.smp, self.nic_mtu = memory, smp, nic_mtu
+        self.boot_timeout = boot_timeout
+        self.require_project = require_project
+        self.qemu_args, self.cmdline = list(qemu_args), cmdline
+        self.keep_disks = keep_disks
+        self.disks = (BUILD / f"{name}.nvme0.img", BUILD / f"{name}.nvme1.img")
+        self.console_log = BUILD / f"console-{name}.log"
+        self.qemu_log = BUILD / f"qemu-{name}.log"
+        self.agent_sock = BUILD / f"{name}.agent.sock"
+        self.agent2_sock = BUILD / f"{name}.agent2.sock"
+        self.proc: subprocess.Popen | None = None
+        self.agent: Agent | None = None
+        self.broken: str | None = None
+
+    # ---- ports
+    def host_port(self, guest_port: int, proto: str = "udp") -> int:
+        for p, h, g in self.fwd:
+            if g == guest_port and p == proto:
+                return h
+        raise KeyError(f"no {proto} forward to guest port {guest_port}")
+
+    # ---- lifecycle
+    def __enter__(self) -> "Guest":
+        if not self.proc:
+            self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def qemu_command(self, kernel: Path, initrd: Path, disk: Path, disk4k: Path) -> list[str]:
+        netdev = "user,id=n0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3"
+        for proto, h, g in self.fwd:
+            netdev += f",hostfwd={proto}:127.0.0.1:{h}-:{g}"
+        nic = "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56"
+        if self.nic_mtu:
+            nic += f",host_mtu={self.nic_mtu}"
+        append = "console=ttyS0 panic=-1 loglevel=5 mitigations=off " + self.cmdline
+        return [
+            "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max",
+            "-smp", str(self.smp), "-m", str(self.memory),
+            "-nodefaults", "-display", "none", "-no-reboot", "-no-user-config",
+            "-kernel", str(kernel), "-initrd", str(initrd), "-append", append.strip(),
+            "-chardev", f"file,id=con,path={self.console_log}", "-serial", "chardev:con",
+            # NVMe: nvme0 (512-byte sectors, GPT) then nvme1 (4096-byte blocks)
+            "-drive", f"file={disk},format=raw,if=none,id=d0,cache=unsafe",
+            "-device", f"nvme,drive=d0,serial={SERIALS[0]}",
+            "-drive", f"file={disk4k},format=raw,if=none,id=d1,cache=unsafe",
+            "-device", f"nvme,drive=d1,serial={SERIALS[1]},logical_block_size=4096,physical_block_size=4096",
+            "-netdev", netdev, "-device", nic,
+            "-device", "virtio-serial-pci,id=vser0",
+            "-chardev", f"socket,id=agent,path={self.agent_sock},server=on,wait=off",
+            "-device", "virtserialport,bus=vser0.0,chardev=agent,name=netblk.agent",
+            "-chardev", f"socket,id=agent2,path={self.agent2_sock},server=on,wait=off",
+            "-device", "virtserialport,bus=vser0.0,chardev=agent2,name=netblk.agent2",
+            *self.qemu_args,
+        ]
+
+    def start(self) -> "Guest":
+        rel = kernel_release()
+        kernel = KERNEL / "root" / "boot" / f"vmlinuz-{rel}"
+        initrd = build_initramfs(self.extra_files, self.extra_programs, self.modules, self.require_project)
+        tdisk, tdisk4k = build_disks()
+        disk, disk4k = self.disks
+        for attempt in range(3):
+            for src, dst in ((tdisk, disk), (tdisk4k, disk4k)):
+                subprocess.run(["cp", "--sparse=always", str(src), str(dst)], check=True)
+            self._boot(self.qemu_command(kernel, initrd, disk, disk4k))
+            serials = self.check("cat /sys/class/nvme/nvme0/serial /sys/class/nvme/nvme1/serial; "
+                                 "ls /dev/nvme0n1p1 /dev/nvme0n1p2 /dev/nvme1n1 >/dev/null",
+                                 timeout=20).split()
+            if serials == list(SERIALS):
+                return self
+            log(f"guest {self.name}: NVMe controllers came up as {serials}, rebooting")
+            self.kill()
+        raise GuestError(f"guest {self.name}: NVMe controllers keep coming up in the wrong order")
+
+    def _boot(self, cmd: list[str]) -> None:
+        BUILD.mkdir(parents=True, exist_ok=True)
+        for p in (self.agent_sock, self.agent2_sock, self.console_log):
+            p.unlink(missing_ok=True)
+        self.broken = None
+        t0 = time.monotonic()
+        with open(self.qemu_log, "wb") as qlog:
+            qlog.write((shlex.join(cmd) + "\n").encode())
+            qlog.flush()
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qlog, stderr=qlog,
+                                         start_new_session=True, preexec_fn=_die_with_parent)
+        _live.add(self)
+        deadline = t0 + self.boot_timeout
+        self.agent = Agent(self.agent_sock, self.alive)
+        try:
+            self.agent.connect(deadline)
+            # Probe until the agent answers; resend now and then in case a
+            # probe got lost while the port was being opened.
+            while True:
+                tag = self.agent.send("true", 10)
+                try:
+                    rc, _ = self.agent.wait(tag, min(deadline, time.monotonic() + 10))
+                    break
+                except GuestTimeout:
+                    if time.monotonic() > deadline:
+                        raise
+                    self.agent.send("\n", 1)  # resynchronise a half-read header
+        except GuestError as e:
+            self.kill()
+            try:
+                qemu = "\n".join(self.qemu_log.read_text(errors="replace").splitlines()[-15:])
+            except OSError:
+                qemu = ""
+            raise GuestError(f"guest {self.name} did not boot within {self.boot_timeout:.0f} s ({e})\n"
+                             f"--- {self.qemu_log} ---\n{qemu}\n"
+                             f"--- {self.console_log} ---\n{self.console_tail()}") from None
+        log(f"guest {self.name}: up in {time.monotonic() - t0:.1f} s")
+
+    def kill(self) -> None:
+        if self.agent:
+            self.agent.close()
+            self.agent = None
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        _live.discard(self)
+        for p in (self.agent_sock, self.agent2_sock):
+            p.unlink(missing_ok=True)
+        if not self.keep_disks:
+            for p in self.disks:
+                p.unlink(missing_ok=True)
+
+    def shutdown(self, timeout: float = 20) -> None:
+        """Power the guest off (poweroff -f), wait for QEMU, kill it if slow."""
+        if self.alive() and self.agent and not self.broken:
+            try:
+                self.agent.send("sync; poweroff -f", 5)
+                self.proc.wait(timeout)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+    # ---- commands
+    def run(self, cmd: str, timeout: int = 60) -> tuple[int, str]:
+        """Run a shell script in the guest: (exit status, stdout+stderr).
+        The guest kills it after timeout seconds (status 137)."""
+        if self.broken:
+            raise GuestError(f"guest {self.name} is unusable: {self.broken}")
+        if not self.alive():
+            raise GuestError(f"guest {self.name} is not running; console:\n{self.console_tail()}")
+        try:
+            if self.agent.sock is None:
+                self.agent.connect(time.monotonic() + 10)
+            tag = self.agent.send(cmd, timeout)
+            return self.agent.wait(tag, time.monotonic() + timeout + 20)
+        except GuestError as e:
+            self.broken = f"{e} (running: {cmd})"
+            raise GuestError(f"guest {self.name}: {e} while running {cmd!r}; console tail:\n"
+                             f"{self.console_tail()}{self._diagnose()}") from None
+
+    def _diagnose(self) -> str:
+        """After a command hung: the blocked tasks, through the second port."""
+        if not self.alive():
+            return ""
+        try:
+            rc, out = run_on_socket(self.agent2_sock, "echo w >/proc/sysrq-trigger; sleep 1; "
+                                    "dmesg | tail -n 150", timeout=20)
+            return "\n--- blocked tasks (sysrq w), dmesg tail ---\n" + out
+        except (OSError, GuestError) as e:
+            return f"\n(no diagnosis through {self.agent2_sock.name}: {e})"
+
+    def check(self, cmd: str, timeout: int = 60) -> str:
+        """Like run(), but raise CommandFailed unless the exit status is 0."""
+        __tracebackhide__ = True
+        rc, out = self.run(cmd, timeout)
+        if rc != 0:
+            raise CommandFailed(cmd, rc, out)
+        return out
+
+    def dmesg(self) -> str:
+        return self.check("dmesg")
+
+    def write_file(self, path: str, data: bytes | str, mode: int = 0o644) -> None:
+        import base64
+        if isinstance(data, str):
+            data = data.encode()
+        b64 = base64.b64encode(data).decode()
+        lines = "\n".join(b64[i:i + 76] for i in range(0, len(b64), 76))
+        self.check(f"base64 -d > {shlex.quote(path)} <<'NBEOF'\n{lines}\nNBEOF\n"
+                   f"chmod {mode:o} {shlex.quote(path)}")
+
+    def console_tail(self, lines: int = 60) -> str:
+        try:
+            text = self.console_log.read_text(errors="replace")
+        except OSError:
+            return "(no console log)"
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _parse_forward(s: str):
+    if ":" in s:
+        h, g = s.split(":", 1)
+        return (int(h), int(g))
+    return int(s)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="netblk test guest")
+    sub = ap.add_subparsers(dest="what", required=True)
+    sub.add_parser("build", help="build the initramfs and disk images")
+    r = sub.add_parser("run", help="boot, run a command, shut down")
+    r.add_argument("-f", "--forward", action="append", default=[], help="G or H:G (UDP)")
+    r.add_argument("--name", default="cli")
+    r.add_argument("--timeout", type=int, default=120)
+    r.add_argument("cmd")
+    a = ap.parse_args()
+    if a.what == "build":
+        print(build_initramfs())
+        print(*build_disks())
+        return 0
+    with Guest(a.name, [_parse_forward(f) for f in a.forward]) as g:
+        for proto, h, gp in g.fwd:
+            log(f"{proto} 127.0.0.1:{h} -> guest {gp}")
+        rc, out = g.run(a.cmd, a.timeout)
+        sys.stdout.write(out)
+        return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,384 @@
+"""Control plane, end to end: netblkctl driving netblk.ko in the test guest.
+
+Guest devices (ci/guest.py): /dev/nvme0n1 (512-byte sectors; p1 256 MiB raw,
+p2 ext4), /dev/nvme1n1 (4096-byte sectors), eth0 10.0.2.15 (mtu 1500).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+
+import pytest
+
+P1, P2, DISK, DISK4K = "/dev/nvme0n1p1", "/dev/nvme0n1p2", "/dev/nvme0n1", "/dev/nvme1n1"
+
+
+def ctl(g, *args, timeout=60):
+    """netblkctl ARGS in the guest: (exit status, stdout, stderr)."""
+    cmd = " ".join(shlex.quote(str(a)) for a in args)
+    rc, out = g.run(f"netblkctl {cmd} >/tmp/ctl.out 2>/tmp/ctl.err; rc=$?; "
+                    f"cat /tmp/ctl.out; echo @@STDERR@@; cat /tmp/ctl.err; exit $rc", timeout)
+    stdout, _, stderr = out.partition("@@STDERR@@\n")
+    return rc, stdout, stderr
+
+
+def start(g, dev, port, *opts):
+    rc, out, err = ctl(g, "start", dev, port, *opts)
+    assert rc == 0, f"netblkctl start {dev} {port} {' '.join(opts)}: exit {rc}\n{out}{err}"
+    assert err == "", f"start wrote on stderr: {err!r}"
+    return out
+
+
+def instances(g):
+    rc, out, err = ctl(g, "list", "--json")
+    assert rc == 0, f"netblkctl list --json: exit {rc}\n{out}{err}"
+    data = json.loads(out)
+    assert isinstance(data, list), out
+    return {e["port"]: e for e in data}
+
+
+def kthreads(g):
+    """Names of the netblk worker threads (netblk/...)."""
+    return [name for _, name in kthread_pids(g)]
+
+
+def kthread_pids(g):
+    return [(int(pid), name) for pid, name in
+            re.findall(r"^\s*(\d+)\s+\S+\s+\[(netblk/[^\]]*)\]", g.check("ps"), re.M)]
+
+
+def worker_of(g, port):
+    """pid of the worker of the instance on port (its name has the port)."""
+    pids = [pid for pid, name in kthread_pids(g) if re.search(rf"\b{port}\b", name)]
+    assert len(pids) == 1, kthread_pids(g)
+    return pids[0]
+
+
+def refused(g, pattern, *args):
+    """netblkctl ARGS must fail with a message (matching pattern) on stderr."""
+    rc, out, err = ctl(g, *args)
+    assert rc != 0, f"netblkctl {' '.join(map(str, args))} succeeded: {out}"
+    msg = err.strip()
+    assert msg, f"netblkctl {' '.join(map(str, args))}: exit {rc} and no message"
+    assert re.search(pattern, msg, re.I), f"message {msg!r} does not match {pattern!r}"
+    return rc, msg
+
+
+# --------------------------------------------------------------------------
+def test_modprobe(guest):
+    guest.check("grep -q '^netblk ' /proc/modules && rmmod netblk; true")
+    guest.check("modprobe netblk")
+    assert re.search(r"^netblk ", guest.check("cat /proc/modules"), re.M)
+    assert instances(guest) == {}
+    assert kthreads(guest) == []
+
+
+def test_module_not_loaded(guest):
+    """With netblk.ko unloaded, netblkctl either gets it loaded (the family's
+    module alias makes the kernel modprobe it) or says to modprobe it."""
+    guest.check("rmmod netblk")
+    rc, out, err = ctl(guest, "list")
+    loaded = guest.run("grep -q '^netblk ' /proc/modules")[0] == 0
+    if rc == 0:
+        assert loaded, f"list succeeded without the module: {out}"
+    else:
+        assert "modprobe netblk" in err and not loaded, (rc, out, err)
+    guest.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+
+
+def test_start_list_stop(netblk):
+    g = netblk
+    out = start(g, P1, 7000)
+    assert re.fullmatch(
+        r"netblk: serving /dev/nvme0n1p1 \(256 MiB, read-write\) on eth0 10\.0\.2\.15:7000"
+        r" -- \d+ bytes a datagram, worker on cpu \d+\n", out), out
+    m = re.search(r"-- (\d+) bytes a datagram", out)
+    assert 512 <= int(m.group(1)) <= 1500 - 28, out
+    rc, out, err = ctl(g, "list")
+    assert rc == 0 and "7000" in out and P1 in out, (out, err)
+    assert len(kthreads(g)) == 1
+    rc, out, err = ctl(g, "stop", 7000)
+    assert rc == 0, (out, err)
+    assert "7000" in out
+    assert instances(g) == {}
+    assert kthreads(g) == []
+
+
+def test_start_read_only_line(netblk):
+    out = start(netblk, P1, 7001, "ro")
+    assert "(256 MiB, read-only)" in out, out
+
+
+def test_list_json(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    start(g, P2, 7001, "ro", "mtu=1200", "cpu=0", "poll=50")
+    inst = instances(g)
+    assert set(inst) == {7000, 7001}
+    a, b = inst[7000], inst[7001]
+    assert a["device"] == P1 and a["read_only"] is False
+    assert a["size_bytes"] == 256 << 20 and a["sector_size"] == 512
+    assert a["ifname"] == "eth0" and a["addr"] == "10.0.2.15" and a["mtu"] == 1500
+    assert b["device"] == P2 and b["read_only"] is True
+    assert b["mtu"] == 1200 and b["cpu"] == 0 and b["poll_us"] == 50
+    assert b["max_io"] <= 1200 and b["max_io"] % 512 == 0
+    assert isinstance(a["stats"], dict) and a["stats"].get("requests") == 0
+    assert len(kthreads(g)) == 2
+    # the worker of 7001 runs on cpu 0 only
+    mask = g.check(f"taskset -p {worker_of(g, 7001)}").split(":")[-1].strip()
+    assert int(mask, 16) == 1, mask
+
+
+def test_stop_unknown_port(netblk):
+    refused(netblk, r"7999|no instance", "stop", 7999)
+
+
+def test_usage_errors(netblk):
+    for args in (["start"], ["start", P1], ["start", P1, "0"], ["start", P1, "70000"],
+                 ["start", P1, 7000, "bogus"], ["stop"], ["frobnicate"]):
+        rc, out, err = ctl(netblk, *args)
+        assert rc != 0 and err.strip(), (args, rc, out, err)
+    assert instances(netblk) == {}
+
+
+# ---- refusals -------------------------------------------------------------
+@pytest.mark.parametrize("args,pattern", [
+    ([P1, 1000], r"1024|well-known|privileged"),
+    ([P1, 1023], r"1024|well-known|privileged"),
+    (["/dev/nosuchdisk", 7000], r"no such|not exist|not found"),
+    (["/dev/null", 7000], r"not a block device"),
+    ([P1, 7000, "dev=nosuch0"], r"nosuch0"),
+    ([P1, 7000, "mtu=100"], r"mtu"),
+    ([P1, 7000, "mtu=100000"], r"mtu"),
+    ([P1, 7000, "poll=100000000"], r"poll"),
+    ([P1, 7000, "cpu=64"], r"cpu"),
+    ([DISK4K, 7000, "mtu=1500"], r"4096|sector"),
+    ([DISK4K, 7000], r"4096|sector"),
+], ids=["port1000", "port1023", "nodev", "devnull", "nonic", "mtu100", "mtu100000", "poll",
+        "cpu", "4k-mtu1500", "4k-default-mtu"])
+def test_refused(netblk, args, pattern):
+    refused(netblk, pattern, "start", *args)
+    assert instances(netblk) == {}
+    assert kthreads(netblk) == []
+
+
+def test_port_1024_allowed(netblk):
+    start(netblk, P1, 1024)
+
+
+def test_port_held_by_socket(netblk):
+    g = netblk
+    g.check("nbudp listen 7002 >/dev/null 2>/tmp/nbudp.err & sleep 0.5; grep -q listening /tmp/nbudp.err")
+    refused(g, r"in use|busy|bound", "start", P1, 7002)
+    assert instances(g) == {}
+    g.check("killall nbudp; sleep 0.2")
+    start(g, P1, 7002)
+
+
+def test_port_held_by_instance_blocks_sockets(netblk):
+    g = netblk
+    start(g, P1, 7003)
+    rc, out = g.run("timeout 3 nbudp listen 7003")
+    assert rc not in (0, 124, 143, 137), f"bind of a served port did not fail at once: {rc} {out}"
+    assert re.search(r"in use", out, re.I), out
+
+
+def test_same_port_twice(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    refused(g, r"7000|already|in use", "start", P2, 7000, "ro")
+    assert set(instances(g)) == {7000}
+
+
+def test_same_device_twice_rw(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    refused(g, r"in use|busy|claimed|exclusive", "start", P1, 7001)
+    assert set(instances(g)) == {7000}
+
+
+def test_mounted_partition(netblk):
+    g = netblk
+    g.check(f"mount {P2} /mnt && cat /mnt/hello.txt")
+    refused(g, r"in use|mounted|busy", "start", P2, 7000)
+    start(g, P2, 7000, "ro")
+    assert instances(g)[7000]["read_only"] is True
+    g.check("cat /mnt/hello.txt; umount /mnt")
+
+
+def test_whole_disk_vs_partition(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    refused(g, r"in use|busy|claimed|exclusive", "start", DISK, 7001)
+    ctl(g, "stop", 7000)
+    start(g, DISK, 7001)
+    refused(g, r"in use|busy|claimed|exclusive", "start", P1, 7000)
+    refused(g, r"in use|busy|claimed|exclusive", "start", P2, 7002)
+    assert set(instances(g)) == {7001}
+    assert instances(g)[7001]["size_bytes"] == 512 << 20
+
+
+def test_4k_device_at_jumbo_mtu_is_refused_clearly(netblk):
+    """A 4 KiB-sector disk needs an MTU above 4154, and virtio-net runs only
+    multi-buffer ("frags") XDP programs at such an MTU, which netblk does not
+    have (README, Limits): the refusal must say it is the XDP attach."""
+    g = netblk
+    g.check("ip link set eth0 mtu 9000")
+    try:
+        rc, out, err = ctl(g, "start", DISK4K, 7000, "mtu=9000")
+        assert rc != 0, (out, err)
+        assert "XDP" in err and "eth0" in err, err
+        assert instances(g) == {}
+    finally:
+        ctl(g, "stop", "all")
+        g.check("ip link set eth0 mtu 1500")
+
+
+def test_stop_all(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    start(g, P2, 7001, "ro")
+    rc, out, err = ctl(g, "stop", "all")
+    assert rc == 0 and "2" in out, (out, err)
+    assert instances(g) == {}
+    assert kthreads(g) == []
+    rc, out, err = ctl(g, "stop", "all")
+    assert rc == 0 and "0" in out, (out, err)
+
+
+def test_device_free_after_stop(netblk):
+    g = netblk
+    start(g, P2, 7000)
+    rc, out = g.run(f"mount {P2} /mnt")
+    if rc == 0:
+        g.run("umount /mnt")
+    assert rc != 0, "a partition served read-write could be mounted"
+    ctl(g, "stop", 7000)
+    g.check(f"mount {P2} /mnt && cat /mnt/hello.txt && umount /mnt")
+    start(g, P2, 7000)
+
+
+def test_rmmod_with_instances(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    start(g, P2, 7001, "ro")
+    assert len(kthreads(g)) == 2
+    g.check("rmmod netblk", timeout=60)
+    assert kthreads(g) == []
+    # every resource is free again: the port, the devices
+    g.check("timeout -s INT 1 nbudp listen 7000 2>&1 | grep -q listening")
+    g.check(f"mount {P2} /mnt && umount /mnt")
+    g.check("modprobe netblk")
+    start(g, P1, 7000)
+    start(g, P2, 7001)
+    assert set(instances(g)) == {7000, 7001}
+
+
+def test_nic_down_refused(netblk):
+    g = netblk
+    g.check("ip link set eth0 down")
+    try:
+        refused(g, r"down|eth0", "start", P1, 7000, "dev=eth0")
+    finally:
+        g.check("ip link set eth0 up; ip route add default via 10.0.2.2 2>/dev/null; true")
+
+
+def test_unprivileged(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    rc, out = g.run(f"su -s /bin/sh nobody -c 'netblkctl start {P2} 7001'")
+    assert rc != 0 and re.search(r"not permitted|CAP_NET_ADMIN|root", out), out
+    rc, out = g.run("su -s /bin/sh nobody -c 'netblkctl stop 7000'")
+    assert rc != 0 and re.search(r"not permitted|CAP_NET_ADMIN|root", out), out
+    rc, out = g.run("su -s /bin/sh nobody -c 'netblkctl list --json'")
+    assert rc == 0 and json.loads(out)[0]["port"] == 7000, out
+
+
+# ---- instances end by themselves (kmod/uapi/netblk_genl.h: stop reasons) ---
+def wait_gone(g, port, seconds=10):
+    for _ in range(seconds * 5):
+        if port not in instances(g):
+            return
+        g.run("sleep 0.2")
+    pytest.fail(f"the instance on port {port} still runs: {instances(g).get(port)}")
+
+
+def restore_eth0(g):
+    g.check("ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0 2>/dev/null; "
+            "ip route add default via 10.0.2.2 2>/dev/null; "
+            "for i in $(seq 50); do grep -q up /sys/class/net/eth0/operstate && break; sleep 0.1; done")
+
+
+def test_nic_down_stops_instance(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    g.check("ip link set eth0 down")
+    try:
+        wait_gone(g, 7000)
+        assert kthreads(g) == []
+    finally:
+        restore_eth0(g)
+    start(g, P1, 7000)
+
+
+def test_nic_address_removed_stops_instance(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    g.check("ip addr del 10.0.2.15/24 dev eth0")
+    try:
+        wait_gone(g, 7000)
+        assert kthreads(g) == []
+    finally:
+        restore_eth0(g)
+
+
+NULLB = "/sys/kernel/config/nullb/nbt"
+
+
+def test_device_removed_stops_instance(netblk):
+    g = netblk
+    g.check("modprobe null_blk nr_devices=0; grep -q configfs /proc/mounts || "
+            f"mount -t configfs none /sys/kernel/config; mkdir {NULLB}; echo 64 > {NULLB}/size; "
+            f"echo 1 > {NULLB}/memory_backed; echo 1 > {NULLB}/power; test -b /dev/nbt")
+    try:
+        out = start(g, "/dev/nbt", 7000)
+        assert "(64 MiB, read-write)" in out, out
+        g.check(f"echo 0 > {NULLB}/power", timeout=30)
+        wait_gone(g, 7000)
+        assert kthreads(g) == []
+    finally:
+        ctl(g, "stop", "all")
+        g.run(f"echo 0 > {NULLB}/power; rmdir {NULLB}")
+    g.check("rmmod null_blk", timeout=30)  # netblk let go of the disk
+
+
+def test_refusal_messages_whole(netblk):
+    """The kernel cuts a formatted extack message (NL_SET_ERR_MSG_FMT) at 79
+    characters and logs 'truncated extack' -- every refusal must come whole."""
+    g = netblk
+
+    def cut():
+        return re.findall(r"truncated extack: (.*)", g.check("dmesg"))
+
+    before = len(cut())
+    start(g, P1, 7000)
+    g.check(f"mount {P2} /mnt; nbudp listen 7002 2>/dev/null & sleep 0.3")
+    for args in ([P1, 1000], [DISK4K, 7001], [P2, 7002, "ro"], [P2, 7000, "ro"], [P1, 7001],
+                 [DISK, 7001], [P2, 7001], ["/dev/nosuchdisk", 7001], ["/dev/null", 7001],
+                 [P2, 7001, "ro", "dev=nosuch0"], [P2, 7001, "ro", "mtu=100"],
+                 [P2, 7001, "ro", "poll=100000000"], [P2, 7001, "ro", "cpu=64"]):
+        rc, out, err = ctl(g, "start", *args)
+        assert rc != 0, (args, out)
+    ctl(g, "stop", 7999)
+    new = cut()[before:]
+    assert not new, "messages the kernel cut short:\n" + "\n".join(new)
+
+
+def test_dmesg_clean(guest):
+    """Runs last: nothing above made the kernel warn."""
+    d = guest.dmesg()
+    bad = [l for l in d.splitlines()
+           if re.search(r"WARNING|BUG|Oops|Call Trace|refcount_t|leak|hung_task|blocked for more", l)]
+    assert not bad, "\n".join(bad)
