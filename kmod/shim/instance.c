@@ -129,7 +129,7 @@ static int netblk_take_nic(struct netblk_instance *inst,
 	}
 	inst->addr = netblk_nic_addr(dev);
 	if (!inst->addr) {
-		NL_SET_ERR_MSG_FMT(extack, "%s has no IPv4 address: give it one, or serve on another NIC with dev=",
+		NL_SET_ERR_MSG_FMT(extack, "%s has no IPv4 address: add one, or pick another NIC with dev=",
 				   dev->name);
 		return -EADDRNOTAVAIL;
 	}
@@ -179,7 +179,7 @@ static int netblk_take_port(struct netblk_instance *inst, struct netlink_ext_ack
 	if (err) {
 		sock_release(sock);
 		if (err == -EADDRINUSE)
-			NL_SET_ERR_MSG_FMT(extack, "UDP port %u is in use by a socket on this host: choose another port or stop its user",
+			NL_SET_ERR_MSG_FMT(extack, "UDP port %u is in use by a socket on this host: pick another port",
 					   inst->port);
 		else
 			NL_SET_ERR_MSG_FMT(extack, "cannot bind UDP port %u", inst->port);
@@ -213,8 +213,7 @@ static void netblk_bdev_error(const char *path, int err, bool read_only,
 		NL_SET_ERR_MSG_FMT(extack, "%s has no disk behind it (removed, or no media)", path);
 		break;
 	case -EBUSY:
-		NL_SET_ERR_MSG_FMT(extack, "%s is in use: mounted, or claimed by another holder (a filesystem, md, dm, netblk) on it, its whole disk or a partition; stop that user, or serve it ro",
-				   path);
+		NL_SET_ERR_MSG(extack, "the device is in use: mounted, or claimed by a holder (a filesystem, md, dm, netblk) of it, its whole disk or one of its partitions; stop that user, or serve it ro");
 		break;
 	case -EACCES:
 	case -EROFS:
@@ -284,8 +283,8 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 	int err;
 
 	if (!netblk_core_max_io_for_mtu(inst->mtu, inst->sector_size)) {
-		NL_SET_ERR_MSG_FMT(extack, "%s has %u-byte sectors, which do not fit one datagram at mtu %u (%u bytes of data after 58 of headers): raise mtu= or serve a device with smaller sectors",
-				   inst->device, inst->sector_size, inst->mtu,
+		NL_SET_ERR_MSG_FMT(extack, "%u-byte sectors do not fit a datagram at mtu %u (max %u): raise mtu=",
+				   inst->sector_size, inst->mtu,
 				   inst->mtu - NETBLK_DATAGRAM_OVERHEAD);
 		return -EMSGSIZE;
 	}
@@ -324,7 +323,7 @@ static int netblk_check_params(const struct netblk_start_params *p,
 			       struct netlink_ext_ack *extack)
 {
 	if (p->port < NETBLK_PORT_MIN) {
-		NL_SET_ERR_MSG_FMT(extack, "port %u is below %u: those are the well-known ports; choose one from %u up",
+		NL_SET_ERR_MSG_FMT(extack, "port %u is below %u (the well-known ports): pick %u or above",
 				   p->port, NETBLK_PORT_MIN, NETBLK_PORT_MIN);
 		return -EINVAL;
 	}
@@ -339,7 +338,7 @@ static int netblk_check_params(const struct netblk_start_params *p,
 		return -EINVAL;
 	}
 	if (netblk_instance_find(p->port)) {
-		NL_SET_ERR_MSG_FMT(extack, "port %u is already served by another netblk instance: stop it first or choose another port",
+		NL_SET_ERR_MSG_FMT(extack, "port %u is already served by netblk: stop that instance or pick another port",
 				   p->port);
 		return -EADDRINUSE;
 	}

@@ -64,7 +64,7 @@ int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ex
 
 	lockdep_assert_held(&netblk_lock);
 	if (!nic->netdev_ops->ndo_xdp_xmit) {
-		NL_SET_ERR_MSG_FMT(extack, "%s cannot transmit XDP frames (no ndo_xdp_xmit): netblk needs a NIC driver with native XDP",
+		NL_SET_ERR_MSG_FMT(extack, "%s has no ndo_xdp_xmit: netblk needs a NIC driver with native XDP",
 				   nic->name);
 		return -EOPNOTSUPP;
 	}
@@ -75,7 +75,7 @@ int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ex
 		return 0;
 	}
 	if (link_fd < 0) {
-		NL_SET_ERR_MSG_FMT(extack, "netblk holds no XDP program on %s: start instances with netblkctl, which attaches it (try again)",
+		NL_SET_ERR_MSG_FMT(extack, "no netblk XDP program on %s: start instances with netblkctl",
 				   nic->name);
 		return -EAGAIN;
 	}
@@ -86,7 +86,7 @@ int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ex
 	}
 	if (!netblk_xdp_link_on(nic, link)) {
 		bpf_link_put(link);
-		NL_SET_ERR_MSG_FMT(extack, "the XDP link given does not attach a program to %s in native mode",
+		NL_SET_ERR_MSG_FMT(extack, "the XDP link given is not the native-mode program of %s",
 				   nic->name);
 		return -EINVAL;
 	}
