@@ -40,9 +40,12 @@ bench-module: kernel
 
 netblkctl: tools/netblkctl/netblkctl
 
+# kmod/core/histogram.cpp: netblkctl reads percentiles with the core's code.
 tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h \
+		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
 		build/bpf/netblk.skel.h
-	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibuild/bpf -o $@ $(NETBLKCTL_SRCS) -lmnl -lbpf
+	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibuild/bpf -o $@ $(NETBLKCTL_SRCS) \
+		kmod/core/histogram.cpp -lmnl -lbpf
 
 # The XDP steering program (bpf/README.md) and the skeleton netblkctl embeds
 # it with.  <asm/types.h> lives in the multiarch include directory on Debian.

@@ -65,7 +65,7 @@ static void netblk_announce_io_error(struct netblk_instance *inst)
 	if (time_before(jiffies, inst->io_error_announced + HZ))
 		return;	/* the next error after the second is announced */
 	inst->io_error_announced = jiffies;
-	snprintf(msg, sizeof(msg), "%s: I/O error at offset %llu", inst->device,
+	snprintf(msg, sizeof(msg), "%s failed a request at offset %llu", inst->device,
 		 READ_ONCE(inst->io_error_offset));
 	netblk_genl_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
 }

@@ -13,7 +13,12 @@
  *        which steers the port's datagrams to the instance.
  * STOP   (doit, CAP_NET_ADMIN)  PORT, or ALL
  *        reply: one NETBLK_CMD_STOP message with STOPPED (u32: how many).
- * LIST   (dumpit)               one NETBLK_CMD_LIST message per instance.
+ * LIST   (dumpit)               one NETBLK_CMD_LIST message per instance,
+ *                               with STATS and LATENCY.  The kernel sizes a
+ *                               dump's messages from the reader's largest
+ *                               recv so far: read with 32 KiB buffers, or an
+ *                               instance whose histogram does not fit comes
+ *                               without LATENCY.
  * EVENT  (multicast on "events") EVENT, REASON, and the instance's
  *                               attributes as in LIST (no STATS).
  *

@@ -2,6 +2,8 @@
 #include "format.h"
 
 #include <arpa/inet.h>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <sstream>
@@ -107,6 +109,38 @@ uint64_t inflight(const netblk_instance &inst)
 	       inst.stat(NETBLK_S_INFLIGHT_DONE);
 }
 
+// The percentiles of the list line and of "latency" in JSON.
+constexpr uint32_t ppm_p50 = 500000, ppm_p99 = 990000, ppm_p999 = 999000;
+
+// A percentile for JSON: exact microseconds, or null without samples.
+std::string json_percentile(const latency_hist &h, bool readable, uint32_t ppm)
+{
+	return readable ? format_us_exact(latency_at_ppm(h, ppm)) : "null";
+}
+
+void latency_json(std::ostream &o, const latency_hist &h)
+{
+	if (!h.present) {
+		o << "null";
+		return;
+	}
+	bool readable = latency_usable(h) && latency_samples(h) > 0;
+	o << "{\"count\": " << h.count
+	  << ", \"max_ns\": " << h.max_ns
+	  << ", \"p50_us\": " << json_percentile(h, readable, ppm_p50)
+	  << ", \"p99_us\": " << json_percentile(h, readable, ppm_p99)
+	  << ", \"p999_us\": " << json_percentile(h, readable, ppm_p999)
+	  << ", \"linear_limit\": " << h.linear_limit
+	  << ", \"sub_buckets\": " << h.sub_buckets
+	  << ", \"buckets\": [";
+	const char *sep = "";
+	for (const auto &[index, count] : h.buckets) {
+		o << sep << '[' << index << ", " << count << ']';
+		sep = ", ";
+	}
+	o << "]}";
+}
+
 void instance_json(std::ostream &o, const netblk_instance &inst)
 {
 	o << "{\"port\": " << inst.port
@@ -130,7 +164,9 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 		o << sep << '"' << s.json << "\": " << inst.stat(s.attr);
 		sep = ", ";
 	}
-	o << "}}";
+	o << "}, \"latency\": ";
+	latency_json(o, inst.latency);
+	o << "}";
 }
 
 } // namespace
@@ -182,6 +218,66 @@ std::string json_string(std::string_view s)
 	return out + "\"";
 }
 
+std::string json_double(double v)
+{
+	if (!std::isfinite(v))
+		return "null";
+	char buf[32];
+	auto [end, ec] = std::to_chars(buf, buf + sizeof(buf), v);
+	if (ec != std::errc())
+		return "null";
+	return std::string(buf, end);
+}
+
+std::string format_us(uint64_t ns)
+{
+	uint64_t tenths = ns / 100 + (ns % 100 >= 50);
+	return std::to_string(tenths / 10) + "." + std::to_string(tenths % 10);
+}
+
+std::string format_us_exact(uint64_t ns)
+{
+	std::string s = std::to_string(ns / 1000);
+	uint64_t frac = ns % 1000;
+	if (frac == 0)
+		return s;
+	char buf[8];
+	snprintf(buf, sizeof(buf), ".%03u", static_cast<unsigned>(frac));
+	std::string f = buf;
+	while (f.back() == '0')
+		f.pop_back();
+	return s + f;
+}
+
+std::string format_latency_line(const latency_hist &h)
+{
+	std::string line = "service time us (arrival to reply): ";
+	if (!latency_usable(h))
+		return line + "n/a";
+	if (latency_samples(h) == 0)
+		return line + "no samples yet";
+	return line + "p50 " + format_us(latency_at_ppm(h, ppm_p50)) +
+	       ", p99 " + format_us(latency_at_ppm(h, ppm_p99)) +
+	       ", p99.9 " + format_us(latency_at_ppm(h, ppm_p999)) +
+	       ", max " + format_us(h.max_ns);
+}
+
+std::string utf8_valid(std::string_view s)
+{
+	std::string out;
+	for (size_t i = 0; i < s.size();) {
+		size_t n = utf8_len(s, i);
+		if (n == 0) {
+			out += "\xef\xbf\xbd";
+			i++;
+		} else {
+			out.append(s, i, n);
+			i += n;
+		}
+	}
+	return out;
+}
+
 std::string format_started(const netblk_instance &inst)
 {
 	std::ostringstream o;
@@ -213,6 +309,10 @@ std::string format_instance_text(const netblk_instance &inst)
 	o << "  disk busy " << st(NETBLK_S_DISK_BUSY) << " times, replies dropped "
 	  << st(NETBLK_S_REPLIES_DROPPED) << ", worker slept " << st(NETBLK_S_WORKER_SLEEPS)
 	  << " times\n";
+	o << "  " << format_latency_line(inst.latency) << "\n";
+	o << "  data in place " << format_size(st(NETBLK_S_BYTES_ZEROCOPY)) << ", copied "
+	  << format_size(st(NETBLK_S_BYTES_COPIED)) << ", frames in " << st(NETBLK_S_FRAMES_RX)
+	  << ", out " << st(NETBLK_S_FRAMES_TX) << "\n";
 	return o.str();
 }
 

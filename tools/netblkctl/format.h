@@ -1,6 +1,6 @@
 // What netblkctl prints: an instance as the kernel describes it, and the
 // helpers that turn it into text or JSON.  No netlink here, so these can be
-// unit-tested on their own (see tests/format_check.cpp).
+// unit-tested on their own (see tests/self_check.cpp).
 #pragma once
 
 #include <array>
@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "latency.h"
 #include "netblk_genl.h"
 
 // One instance: the attributes of a NETBLK_CMD_START reply or a LIST entry.
@@ -30,8 +31,20 @@ struct netblk_instance {
 	uint32_t slots = 0;
 	uint64_t uptime_ms = 0;
 	std::array<uint64_t, NETBLK_S_MAX + 1> stats{};	// by enum netblk_stat_attr
+	latency_hist latency;		// NETBLK_A_LATENCY (LIST only)
 
 	uint64_t stat(netblk_stat_attr s) const { return stats[s]; }
+};
+
+// A NETBLK_CMD_EVENT message of the "events" group.
+struct netblk_event_info {
+	uint32_t event = 0;	// enum netblk_event (NETBLK_EVENT_*)
+	uint32_t reason = 0;	// enum netblk_stop_reason; 0 when not sent
+	uint32_t err = 0;	// positive errno; 0 when not sent
+	std::string message;	// "" when not sent
+	// The instance's attributes (no stats, no latency); a FAILED event has
+	// only what START asked for: device, port and ifname when given.
+	netblk_instance inst;
 };
 
 // Bytes in the largest of KiB/MiB/GiB/TiB that gives at least 1, with one
@@ -44,6 +57,26 @@ std::string format_ipv4(uint32_t addr_be);
 // A JSON string literal, quotes included; bytes that are not UTF-8 become
 // U+FFFD.
 std::string json_string(std::string_view s);
+
+// `s` with every byte that is not part of valid UTF-8 replaced by U+FFFD.
+std::string utf8_valid(std::string_view s);
+
+// A JSON number for a finite double: the shortest text that reads back as
+// the same double ("12.5", "1e+21"); "null" for NaN or infinity.
+std::string json_double(double v);
+
+// Nanoseconds as microseconds with one decimal, rounded: 75712 -> "75.7".
+std::string format_us(uint64_t ns);
+
+// Nanoseconds as microseconds, exact, without trailing zeros: 75712 ->
+// "75.712", 75000 -> "75" (for JSON).
+std::string format_us_exact(uint64_t ns);
+
+// The fifth line of `netblkctl list` without its indent or newline:
+// "service time us (arrival to reply): p50 75.7, p99 499.7, p99.9 704.5, max 225757.1",
+// "...: no samples yet", or "...: n/a" when the kernel sent no histogram
+// (or one in a layout this netblkctl does not know).
+std::string format_latency_line(const latency_hist &h);
 
 // The line `netblkctl start` prints (no newline).
 std::string format_started(const netblk_instance &inst);
@@ -60,5 +93,7 @@ std::string format_instance_text(const netblk_instance &inst);
 //            inflight_done, reads, read_bytes, writes, write_bytes, flushes,
 //            fua_writes, io_errors, disk_busy, replies_dropped,
 //            worker_sleeps, frames_rx, frames_tx, bytes_zerocopy,
-//            bytes_copied }
+//            bytes_copied },
+//   latency: null, or { count, max_ns, p50_us, p99_us, p999_us,
+//            linear_limit, sub_buckets, buckets: [[index, count], ...] }
 std::string format_instances_json(const std::vector<netblk_instance> &insts);

@@ -6,15 +6,21 @@
 #include <cstring>
 #include <ctime>
 #include <libmnl/libmnl.h>
+#include <sys/socket.h>
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
 
 namespace {
 
 constexpr size_t req_buf_size = 8192;
-// The kernel builds dump replies of up to 32 KiB when the reader's buffer
-// allows it; a bigger buffer never truncates one (mnl reports ENOSPC if so).
-constexpr size_t recv_buf_size = 64 * 1024;
+// The kernel sizes a dump's skbs from the largest recv() the socket has
+// made (netlink_recvmsg keeps max_recvmsg_len, capped at 32 KiB less the
+// skb overhead), and the first skb of a dump is built at send time: so
+// every recv here is of the full 32 KiB, starting with the family lookup
+// that comes before any dump.  A LIST message with a big histogram needs
+// more than the 8 KiB of MNL_SOCKET_BUFFER_SIZE; no dump skb is over 32 KiB,
+// so no reply is truncated (mnl reports ENOSPC if one were).
+constexpr size_t recv_buf_size = 32 * 1024;
 
 std::string attr_string(const nlattr *a)
 {
@@ -266,4 +272,42 @@ nl_status genl_socket::join_group(uint32_t group)
 	if (mnl_socket_setsockopt(nl_, NETLINK_ADD_MEMBERSHIP, &group, sizeof(group)) < 0)
 		return nl_error(errno);
 	return {};
+}
+
+int genl_socket::fd() const
+{
+	return nl_ ? mnl_socket_get_fd(nl_) : -1;
+}
+
+nl_status genl_socket::recv_pending(const genl_reply_fn &on_msg)
+{
+	for (;;) {
+		iovec iov{recv_buf_.data(), recv_buf_.size()};
+		sockaddr_nl addr{};
+		msghdr msg{};
+		msg.msg_name = &addr;
+		msg.msg_namelen = sizeof(addr);
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		ssize_t n = recvmsg(fd(), &msg, MSG_DONTWAIT);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return {};
+			return nl_error(errno);
+		}
+		if (msg.msg_flags & MSG_TRUNC)
+			return nl_error(ENOSPC, "a netlink message larger than the receive buffer");
+		if (addr.nl_pid != 0)
+			continue;	// only the kernel speaks here
+		int len = static_cast<int>(n);
+		auto *nlh = reinterpret_cast<const nlmsghdr *>(recv_buf_.data());
+		for (; mnl_nlmsg_ok(nlh, len); nlh = mnl_nlmsg_next(nlh, &len)) {
+			if (nlh->nlmsg_type < NLMSG_MIN_TYPE)
+				continue;
+			if (nl_status st = on_msg(nlh); !st.ok())
+				return st;
+		}
+	}
 }

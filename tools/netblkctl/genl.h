@@ -73,8 +73,17 @@ public:
 	// dumped state changed meanwhile; the dump is worth repeating).
 	bool dump_interrupted() const { return dump_intr_; }
 
-	// Subscribes to a multicast group (for a future `watch`).
+	// Subscribes to a multicast group.
 	nl_status join_group(uint32_t group);
+
+	// The socket's file descriptor, for poll(); -1 before open().
+	int fd() const;
+
+	// Reads what is queued without waiting (multicast messages) and feeds
+	// every message that is not a netlink control message (error, done,
+	// ...) to on_msg, until nothing is left; a failing on_msg stops it.
+	// ENOBUFS when the socket's receive queue overflowed (messages lost).
+	nl_status recv_pending(const genl_reply_fn &on_msg);
 
 private:
 	nl_status recv_replies(const nlmsghdr *req, const genl_reply_fn &on_reply);

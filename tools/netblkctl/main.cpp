@@ -1,18 +1,26 @@
-// netblkctl: start, stop and list the instances of netblk.ko.
+// netblkctl: start, stop, list and watch the instances of netblk.ko.
 //
 // Exit status: 0 done, 1 the kernel refused (or is unreachable), 2 bad usage.
 #include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <net/if.h>
 #include <optional>
+#include <poll.h>
 #include <string>
 #include <string_view>
+#include <sys/signalfd.h>
+#include <unistd.h>
 #include <vector>
 
 #include "format.h"
 #include "netblk.h"
+#include "prometheus.h"
+#include "watch.h"
 #include "xdp.h"
 
 namespace {
@@ -23,6 +31,8 @@ constexpr int exit_usage = 2;
 constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
 	"       netblkctl list [--json]\n"
+	"       netblkctl watch [--interval S] [--count N] [--json]\n"
+	"       netblkctl stats --prometheus\n"
 	"       netblkctl stop <port>|all\n"
 	"       netblkctl --help\n"
 	"\n"
@@ -32,7 +42,12 @@ constexpr const char usage_text[] =
 	"          mtu=N      the MTU to size datagrams for\n"
 	"          cpu=N      the CPU of the instance's worker\n"
 	"          poll=US    the worker's poll time, in microseconds\n"
-	"list    the instances and their counters (--json: as a JSON array)\n"
+	"list    the instances, their counters and service time (--json: as a JSON array)\n"
+	"watch   every S seconds (default 1) each instance's rates over the last\n"
+	"        interval, and the module's events as they come, until SIGINT or\n"
+	"        SIGTERM or N intervals (--json: one JSON object a line)\n"
+	"stats   the counters and the service-time histogram in the Prometheus\n"
+	"        text format (node_exporter's textfile collector)\n"
 	"stop    stop serving on <port>, or stop every instance\n";
 
 int usage_error(const std::string &msg)
@@ -281,6 +296,196 @@ int cmd_list(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
+int cmd_stats(const std::vector<std::string_view> &argv)
+{
+	if (argv.size() != 1 || argv[0] != "--prometheus")
+		return usage_error("stats needs --prometheus");
+
+	netblk_client client;
+	int rc;
+	if (!connect(client, rc))
+		return rc;
+	std::vector<netblk_instance> insts;
+	if (nl_status st = client.list(insts); !st.ok())
+		return failed(st);
+	fputs(format_prometheus(insts).c_str(), stdout);
+	return finish();
+}
+
+struct watch_options {
+	double interval = 1.0;		// seconds
+	std::optional<uint64_t> count;	// intervals, then exit
+	bool json = false;
+};
+
+std::optional<double> parse_seconds(std::string_view s)
+{
+	double v;
+	const char *end = s.data() + s.size();
+	auto [p, ec] = std::from_chars(s.data(), end, v);
+	if (s.empty() || ec != std::errc() || p != end || !(v >= 0.01 && v <= 86400))
+		return std::nullopt;
+	return v;
+}
+
+// "--opt V" or "--opt=V": the value, moving i past it; nullopt when this
+// is not --opt.  An --opt without a value gives "".
+std::optional<std::string_view> option_value(const std::vector<std::string_view> &argv,
+					     size_t &i, std::string_view opt)
+{
+	std::string_view a = argv[i];
+	if (a == opt)
+		return ++i < argv.size() ? argv[i] : std::string_view();
+	if (a.size() > opt.size() && a.starts_with(opt) && a[opt.size()] == '=')
+		return a.substr(opt.size() + 1);
+	return std::nullopt;
+}
+
+// "" when fine, else what is wrong.
+std::string parse_watch_options(const std::vector<std::string_view> &argv, watch_options &o)
+{
+	for (size_t i = 0; i < argv.size(); i++) {
+		if (argv[i] == "--json") {
+			o.json = true;
+		} else if (auto v = option_value(argv, i, "--interval")) {
+			auto secs = parse_seconds(*v);
+			if (!secs)
+				return "bad --interval '" + std::string(*v) +
+				       "' (want seconds, 0.01..86400)";
+			o.interval = *secs;
+		} else if (auto v = option_value(argv, i, "--count")) {
+			auto n = parse_u32(*v);
+			if (!n || *n == 0)
+				return "bad --count '" + std::string(*v) + "' (want 1..4294967295)";
+			o.count = *n;
+		} else {
+			return "unknown watch option '" + std::string(argv[i]) + "'";
+		}
+	}
+	return {};
+}
+
+double clock_seconds(clockid_t clock)
+{
+	timespec ts;
+	clock_gettime(clock, &ts);
+	return static_cast<double>(ts.tv_sec) + ts.tv_nsec / 1e9;
+}
+
+// A line of watch's output, flushed at once (stdout may be a pipe or a
+// file); false when it could not be written.
+bool emit(const std::string &line)
+{
+	if (fputs(line.c_str(), stdout) < 0 || fputc('\n', stdout) < 0 || fflush(stdout) != 0) {
+		perror("netblkctl: writing the output");
+		return false;
+	}
+	return true;
+}
+
+// The events queued now; false when they could not be written.
+bool print_events(netblk_client &events, bool json)
+{
+	bool written = true;
+	nl_status st = events.read_events([&](const netblk_event_info &ev) -> nl_status {
+		double now = clock_seconds(CLOCK_REALTIME);
+		written = emit(json ? format_event_json(ev, now) : format_event_text(ev));
+		return written ? nl_status{} : nl_error(EIO);
+	});
+	if (!written)
+		return false;
+	if (st.err == ENOBUFS)
+		fprintf(stderr, "netblkctl: events lost (the socket's receive queue overflowed)\n");
+	else if (!st.ok())
+		fprintf(stderr, "netblkctl: reading events: %s\n", st.text().c_str());
+	return true;
+}
+
+bool print_rates(const std::vector<instance_rates> &rates, bool json)
+{
+	double now = clock_seconds(CLOCK_REALTIME);
+	for (const auto &r : rates)
+		if (!emit(json ? format_rates_json(r, now) : format_rates_text(r)))
+			return false;
+	return true;
+}
+
+// A LIST of watch failed.  ENOENT: the family's id is gone; EPROTONOSUPPORT:
+// the module is on its way out (netlink cannot pin it for the dump).  Not
+// looked up again: resolving the family would have the kernel load it.
+int list_failed(const nl_status &st)
+{
+	if (st.msg.empty() && (st.err == ENOENT || st.err == EPROTONOSUPPORT)) {
+		fprintf(stderr, "netblkctl: the netblk module was unloaded\n");
+		return exit_failed;
+	}
+	return failed(st);
+}
+
+int cmd_watch(const std::vector<std::string_view> &argv)
+{
+	watch_options opt;
+	if (std::string err = parse_watch_options(argv, opt); !err.empty())
+		return usage_error(err);
+
+	// One socket for the dumps, one that only receives events.
+	netblk_client dump, events;
+	int rc;
+	if (!connect(dump, rc) || !connect(events, rc))
+		return rc;
+	if (nl_status st = events.join_events(); !st.ok())
+		return failed(st);
+
+	// SIGINT and SIGTERM end the watch through a signalfd in the poll set.
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &sigs, nullptr);
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (sfd < 0) {
+		perror("netblkctl: signalfd");
+		return exit_failed;
+	}
+
+	std::vector<netblk_instance> prev, cur;
+	if (nl_status st = dump.list(prev); !st.ok())
+		return list_failed(st);
+	double t_prev = clock_seconds(CLOCK_MONOTONIC);
+	double next = t_prev + opt.interval;
+	uint64_t intervals = 0;
+	for (;;) {
+		double now = clock_seconds(CLOCK_MONOTONIC);
+		int timeout = now >= next ? 0 : static_cast<int>(std::ceil((next - now) * 1000));
+		pollfd fds[2] = {{events.fd(), POLLIN, 0}, {sfd, POLLIN, 0}};
+		if (poll(fds, 2, timeout) < 0 && errno != EINTR) {
+			perror("netblkctl: poll");
+			return exit_failed;
+		}
+		if (fds[1].revents & POLLIN)
+			break;
+		if ((fds[0].revents & (POLLIN | POLLERR)) && !print_events(events, opt.json))
+			return exit_failed;
+		now = clock_seconds(CLOCK_MONOTONIC);
+		if (now < next)
+			continue;
+		if (nl_status st = dump.list(cur); !st.ok())
+			return list_failed(st);
+		now = clock_seconds(CLOCK_MONOTONIC);
+		if (!print_rates(compute_all_rates(prev, cur, now - t_prev), opt.json))
+			return exit_failed;
+		prev.swap(cur);
+		t_prev = now;
+		next += opt.interval;
+		if (next <= now)	// a slow dump: skip the ticks it missed
+			next = now + opt.interval;
+		if (opt.count && ++intervals >= *opt.count)
+			break;
+	}
+	close(sfd);
+	return finish();
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -301,5 +506,9 @@ int main(int argc, char **argv)
 		return cmd_stop(args);
 	if (cmd == "list")
 		return cmd_list(args);
+	if (cmd == "watch")
+		return cmd_watch(args);
+	if (cmd == "stats")
+		return cmd_stats(args);
 	return usage_error("unknown command '" + std::string(cmd) + "'");
 }

@@ -11,14 +11,15 @@ namespace {
 
 struct parse_ctx {
 	netblk_instance *inst;
+	netblk_event_info *event = nullptr;	// an EVENT message's own attributes
 	int bad_attr = -1;	// type of the first malformed attribute
-	bool bad_in_stats = false;
+	const char *bad_where = "";	// "stat ", "latency " or ""
 };
 
-int fail(parse_ctx *ctx, int type, bool in_stats = false)
+int fail(parse_ctx *ctx, int type, const char *where = "")
 {
 	ctx->bad_attr = type;
-	ctx->bad_in_stats = in_stats;
+	ctx->bad_where = where;
 	return MNL_CB_ERROR;
 }
 
@@ -65,8 +66,59 @@ int stat_attr_cb(const nlattr *a, void *data)
 	if (type == NETBLK_S_UNSPEC || type == NETBLK_S_PAD || type > NETBLK_S_MAX)
 		return MNL_CB_OK;
 	if (!get_uint(a, ctx->inst->stats[type]))
-		return fail(ctx, type, true);
+		return fail(ctx, type, "stat ");
 	return MNL_CB_OK;
+}
+
+// NETBLK_L_BUCKETS: an array of struct netblk_latency_bucket, which the
+// attribute's 4-byte alignment does not align for its u64.
+bool get_buckets(const nlattr *a, latency_hist &h)
+{
+	constexpr size_t size = sizeof(netblk_latency_bucket);
+	size_t len = mnl_attr_get_payload_len(a);
+	if (len % size)
+		return false;
+	auto *p = static_cast<const char *>(mnl_attr_get_payload(a));
+	h.buckets.clear();
+	h.buckets.reserve(len / size);
+	for (size_t off = 0; off < len; off += size) {
+		netblk_latency_bucket b;
+		memcpy(&b, p + off, size);
+		h.buckets.emplace_back(b.index, b.count);
+	}
+	return true;
+}
+
+bool get_latency_attr(const nlattr *a, latency_hist &h)
+{
+	switch (mnl_attr_get_type(a)) {
+	case NETBLK_L_COUNT:        return get_uint(a, h.count);
+	case NETBLK_L_MAX_NS:       return get_uint(a, h.max_ns);
+	case NETBLK_L_LINEAR_LIMIT: return get_uint(a, h.linear_limit);
+	case NETBLK_L_SUB_BUCKETS:  return get_uint(a, h.sub_buckets);
+	case NETBLK_L_BUCKETS:      return get_buckets(a, h);
+	}
+	return true;	// NETBLK_L_PAD, or unknown to this netblkctl
+}
+
+int latency_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	if (!get_latency_attr(a, ctx->inst->latency))
+		return fail(ctx, mnl_attr_get_type(a), "latency ");
+	return MNL_CB_OK;
+}
+
+// The attributes only an EVENT message has; true for any other attribute.
+bool get_event_attr(const nlattr *a, netblk_event_info &ev)
+{
+	switch (mnl_attr_get_type(a)) {
+	case NETBLK_A_EVENT:   return get_uint(a, ev.event);
+	case NETBLK_A_REASON:  return get_uint(a, ev.reason);
+	case NETBLK_A_ERRNO:   return get_uint(a, ev.err);
+	case NETBLK_A_MESSAGE: return get_string(a, ev.message);
+	}
+	return true;
 }
 
 bool get_attr(const nlattr *a, parse_ctx *ctx)
@@ -101,14 +153,22 @@ int instance_attr_cb(const nlattr *a, void *data)
 			return fail(ctx, type);
 		return mnl_attr_parse_nested(a, stat_attr_cb, ctx);
 	}
+	if (type == NETBLK_A_LATENCY) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+			return fail(ctx, type);
+		ctx->inst->latency = {};
+		ctx->inst->latency.present = true;
+		return mnl_attr_parse_nested(a, latency_attr_cb, ctx);
+	}
+	if (ctx->event && !get_event_attr(a, *ctx->event))
+		return fail(ctx, type);
 	return get_attr(a, ctx) ? MNL_CB_OK : fail(ctx, type);
 }
 
 nl_status malformed(const parse_ctx &ctx)
 {
-	std::string what = ctx.bad_in_stats ? "netblk stat attribute " : "netblk attribute ";
-	return nl_error(EBADMSG, "the kernel sent a malformed " + what +
-				 std::to_string(ctx.bad_attr) +
+	return nl_error(EBADMSG, std::string("the kernel sent a malformed netblk ") +
+				 ctx.bad_where + "attribute " + std::to_string(ctx.bad_attr) +
 				 " (does netblkctl match the module?)");
 }
 
@@ -124,6 +184,14 @@ int stopped_attr_cb(const nlattr *a, void *data)
 nl_status netblk_parse_instance(const nlmsghdr *nlh, netblk_instance &inst)
 {
 	parse_ctx ctx{&inst};
+	if (mnl_attr_parse(nlh, sizeof(genlmsghdr), instance_attr_cb, &ctx) < 0)
+		return malformed(ctx);
+	return {};
+}
+
+nl_status netblk_parse_event(const nlmsghdr *nlh, netblk_event_info &ev)
+{
+	parse_ctx ctx{&ev.inst, &ev};
 	if (mnl_attr_parse(nlh, sizeof(genlmsghdr), instance_attr_cb, &ctx) < 0)
 		return malformed(ctx);
 	return {};
@@ -226,4 +294,24 @@ nl_status netblk_client::list(std::vector<netblk_instance> &insts)
 			break;
 	}
 	return st;
+}
+
+nl_status netblk_client::join_events()
+{
+	if (!events_group_)
+		return nl_error(ENOENT, "the netblk module has no \"" NETBLK_GENL_MCGRP_EVENTS
+					"\" group (does netblkctl match the module?)");
+	return sock_.join_group(*events_group_);
+}
+
+nl_status netblk_client::read_events(const netblk_event_fn &on_event)
+{
+	return sock_.recv_pending([&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_EVENT))
+			return {};
+		netblk_event_info ev;
+		if (nl_status st = netblk_parse_event(nlh, ev); !st.ok())
+			return st;
+		return on_event(ev);
+	});
 }

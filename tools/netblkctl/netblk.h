@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -25,6 +26,12 @@ struct netblk_start_args {
 // know are skipped, known ones of the wrong size are an EBADMSG.
 nl_status netblk_parse_instance(const nlmsghdr *nlh, netblk_instance &inst);
 
+// Fills `ev` from a NETBLK_CMD_EVENT message, the same way.
+nl_status netblk_parse_event(const nlmsghdr *nlh, netblk_event_info &ev);
+
+// Called for each event; a failing status is returned by read_events().
+using netblk_event_fn = std::function<nl_status(const netblk_event_info &ev)>;
+
 class netblk_client {
 public:
 	// Opens the socket and resolves the family and its "events" group;
@@ -41,8 +48,22 @@ public:
 	// NETBLK_CMD_LIST dump (retried if the kernel says it was interrupted).
 	nl_status list(std::vector<netblk_instance> &insts);
 
-	// The "events" multicast group, for a future `watch`.
+	// The "events" multicast group.
 	std::optional<uint32_t> events_group() const { return events_group_; }
+
+	// Joins the "events" group: this socket then receives NETBLK_CMD_EVENT
+	// messages, to be read with read_events() when fd() is readable.  Use
+	// a client for nothing else once joined (its requests' replies would
+	// queue behind events).  ENOENT when the module has no such group.
+	nl_status join_events();
+
+	// The socket, for poll().
+	int fd() const { return sock_.fd(); }
+
+	// Reads the events queued now, without waiting, and hands each to
+	// on_event; ENOBUFS when the socket overflowed and events were lost
+	// (the ones still queued are read on the next call).
+	nl_status read_events(const netblk_event_fn &on_event);
 
 private:
 	nlmsghdr *begin(uint8_t cmd, uint16_t flags);

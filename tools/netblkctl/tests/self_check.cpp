@@ -3,21 +3,32 @@
 // against nlctrl (present on every Linux), the default route lookup, and --
 // when this process may load BPF -- the XDP program run on hand-built
 // frames.  Run tools/netblkctl/tests/run.sh.
+#include <algorithm>
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <libmnl/libmnl.h>
 #include <linux/genetlink.h>
+#include <map>
+#include <random>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "format.h"
 #include "genl.h"
+#include "histogram.h"	// kmod/core: the reference for percentiles
+#include "latency.h"
 #include "netblk.h"
 #include "netblk.skel.h"
+#include "prometheus.h"
+#include "watch.h"
 #include "xdp.h"
 
 namespace {
@@ -41,6 +52,166 @@ void check(bool ok, const char *what)
 }
 
 constexpr uint64_t KiB = 1024, MiB = KiB * 1024, GiB = MiB * 1024, TiB = GiB * 1024;
+
+// A strict JSON (RFC 8259) validator, enough to say netblkctl's output parses.
+class json_checker {
+public:
+	explicit json_checker(std::string_view s) : s_(s) {}
+
+	// One value and nothing after it but whitespace.
+	bool document()
+	{
+		return value() && (ws(), i_ == s_.size());
+	}
+
+private:
+	void ws()
+	{
+		while (i_ < s_.size() && strchr(" \t\r\n", s_[i_]))
+			i_++;
+	}
+	bool eat(char c)
+	{
+		ws();
+		if (i_ < s_.size() && s_[i_] == c)
+			return ++i_, true;
+		return false;
+	}
+	bool literal(std::string_view w)
+	{
+		if (s_.substr(i_, w.size()) != w)
+			return false;
+		i_ += w.size();
+		return true;
+	}
+	bool digits()
+	{
+		size_t start = i_;
+		while (i_ < s_.size() && isdigit(static_cast<unsigned char>(s_[i_])))
+			i_++;
+		return i_ > start;
+	}
+	bool number()
+	{
+		if (i_ < s_.size() && s_[i_] == '-')
+			i_++;
+		if (i_ < s_.size() && s_[i_] == '0')
+			i_++;
+		else if (!digits())
+			return false;
+		if (i_ < s_.size() && s_[i_] == '.' && (++i_, !digits()))
+			return false;
+		if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
+			i_++;
+			if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-'))
+				i_++;
+			if (!digits())
+				return false;
+		}
+		return true;
+	}
+	bool string()
+	{
+		if (!eat('"'))
+			return false;
+		while (i_ < s_.size()) {
+			auto c = static_cast<unsigned char>(s_[i_++]);
+			if (c == '"')
+				return true;
+			if (c < 0x20)
+				return false;
+			if (c != '\\')
+				continue;
+			if (i_ >= s_.size())
+				return false;
+			char e = s_[i_++];
+			if (e == 'u') {
+				for (int k = 0; k < 4; k++)
+					if (i_ >= s_.size() || !isxdigit(static_cast<unsigned char>(s_[i_++])))
+						return false;
+			} else if (!strchr("\"\\/bfnrt", e)) {
+				return false;
+			}
+		}
+		return false;
+	}
+	bool value()
+	{
+		if (++depth_ > 64)
+			return false;
+		ws();
+		bool ok;
+		if (i_ >= s_.size())
+			ok = false;
+		else if (s_[i_] == '{')
+			ok = members('}', true);
+		else if (s_[i_] == '[')
+			ok = members(']', false);
+		else if (s_[i_] == '"')
+			ok = string();
+		else if (s_[i_] == 't')
+			ok = literal("true");
+		else if (s_[i_] == 'f')
+			ok = literal("false");
+		else if (s_[i_] == 'n')
+			ok = literal("null");
+		else
+			ok = number();
+		depth_--;
+		return ok;
+	}
+	bool members(char close, bool object)
+	{
+		i_++;
+		if (eat(close))
+			return true;
+		do {
+			if (object && !(string() && eat(':')))
+				return false;
+			if (!value())
+				return false;
+		} while (eat(','));
+		return eat(close);
+	}
+
+	std::string_view s_;
+	size_t i_ = 0;
+	int depth_ = 0;
+};
+
+bool valid_json(std::string_view s)
+{
+	return json_checker(s).document();
+}
+
+// The sparse histogram the kernel would send for a core histogram.
+latency_hist sparse_of(const nb::histogram &h, bool reversed = false)
+{
+	latency_hist l;
+	l.present = true;
+	l.count = h.count();
+	l.max_ns = h.max();
+	l.linear_limit = nb::histogram::linear_limit;
+	l.sub_buckets = nb::histogram::sub_buckets;
+	for (uint32_t i = 0; i < nb::histogram::bucket_count; i++)
+		if (h.bucket(i))
+			l.buckets.emplace_back(i, h.bucket(i));
+	if (reversed)
+		std::reverse(l.buckets.begin(), l.buckets.end());
+	return l;
+}
+
+// 98 samples of 75712 ns and 2 of 225757123 ns (hand-checked below).
+nb::histogram *small_histogram()
+{
+	static nb::histogram h;
+	h.reset();
+	for (int i = 0; i < 98; i++)
+		h.record(75712);
+	h.record(225757123);
+	h.record(225757123);
+	return &h;
+}
 
 void check_sizes()
 {
@@ -113,8 +284,28 @@ void check_text()
 		 "  requests 1246965, bad 0, refused 0 (busy 0), in flight 0 of 256: queued 0,"
 		 " at the disk 0, done 0\n"
 		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, I/O errors 0\n"
-		 "  disk busy 369 times, replies dropped 0, worker slept 192176 times\n",
+		 "  disk busy 369 times, replies dropped 0, worker slept 192176 times\n"
+		 "  service time us (arrival to reply): n/a\n"
+		 "  data in place 0 B, copied 0 B, frames in 0, out 0\n",
 		 "list text");
+	netblk_instance l = example();
+	l.latency = sparse_of(*small_histogram());
+	l.stats[NETBLK_S_BYTES_ZEROCOPY] = 747 * MiB;
+	l.stats[NETBLK_S_FRAMES_RX] = 1246965;
+	l.stats[NETBLK_S_FRAMES_TX] = 1246965;
+	std::string t = format_instance_text(l);
+	check(t.ends_with("  disk busy 369 times, replies dropped 0, worker slept 192176 times\n"
+			  "  service time us (arrival to reply): p50 75.3, p99 225076.2, p99.9"
+			  " 225757.1, max 225757.1\n"
+			  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"),
+	      "list text with latency and zero-copy lines");
+	l.latency = {};
+	l.latency.present = true;
+	l.latency.linear_limit = 128;
+	l.latency.sub_buckets = 64;
+	check(format_instance_text(l).find(
+		      "\n  service time us (arrival to reply): no samples yet\n  data in place")
+		      != std::string::npos, "list text without samples");
 	i.read_only = true;
 	check(format_started(i).find("(256 MiB, read-only)") != std::string::npos, "ro start");
 	check(format_instance_text(i).find("(256 MiB, ro)") != std::string::npos, "ro list");
@@ -131,13 +322,92 @@ void check_json()
 			    "\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
 			    "\"max_io\": 1024, \"slots\": 256, \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
-	check(j.find("\"bytes_copied\": 0}},\n  {") != std::string::npos, "json separator");
-	check(j.ends_with("\"bytes_copied\": 0}}\n]\n"), "json tail");
+	check(j.find("\"bytes_copied\": 0}, \"latency\": null},\n  {") != std::string::npos,
+	      "json separator");
+	check(j.ends_with("\"bytes_copied\": 0}, \"latency\": null}\n]\n"), "json tail");
+	check(valid_json(j), "json list parses");
+
+	netblk_instance l = example();
+	l.device = "/dev/\"odd\"\n\xff";
+	l.latency = sparse_of(*small_histogram());
+	j = format_instances_json({l, example()});
+	check(valid_json(j), "json list with latency parses");
+	check(j.find("\"latency\": {\"count\": 100, \"max_ns\": 225757123, \"p50_us\": 75.263, "
+		     "\"p99_us\": 225076.193, \"p999_us\": 225757.123, \"linear_limit\": 128, "
+		     "\"sub_buckets\": 64, \"buckets\": [[713, 98], [1451, 2]]}}")
+		      != std::string::npos, "json latency");
+	l.latency = {};
+	l.latency.present = true;
+	j = format_instances_json({l});
+	check(valid_json(j), "json empty latency parses");
+	check(j.find("\"p50_us\": null, \"p99_us\": null, \"p999_us\": null") != std::string::npos,
+	      "json latency without samples");
+
+	check(valid_json("{\"a\": [1, -2.5e+3, true, null, \"\\u00e9\"]}") && !valid_json("{\"a\": 1,}") &&
+	      !valid_json("[1] 2") && !valid_json("01") && !valid_json("\"\n\""),
+	      "the JSON checker itself");
+	check_eq(json_double(12.5), "12.5", "json double");
+	check_eq(json_double(1e21), "1e+21", "json double exponent");
+	check_eq(json_double(NAN), "null", "json NaN");
+}
+
+// Percentiles from sparse buckets are the core's, for any order of the
+// pairs; the list line rounds them to a tenth of a microsecond.
+void check_latency()
+{
+	check_eq(format_us(0), "0.0", "us 0");
+	check_eq(format_us(75712), "75.7", "us round down");
+	check_eq(format_us(75750), "75.8", "us round half up");
+	check_eq(format_us(225757123), "225757.1", "us large");
+	check_eq(format_us(99960), "100.0", "us carry");
+	check_eq(format_us_exact(75000), "75", "exact us whole");
+	check_eq(format_us_exact(75010), "75.01", "exact us trimmed");
+	check_eq(format_us_exact(1), "0.001", "exact us one ns");
+
+	// Hand-checked: bucket 713 is [74752, 75775] (midpoint 75263), bucket
+	// 1451 [224395264, 226492415], capped at the max 225757123.
+	latency_hist small = sparse_of(*small_histogram());
+	check(small.buckets.size() == 2 && small.buckets[0] == std::make_pair(713u, uint64_t{98}) &&
+	      small.buckets[1] == std::make_pair(1451u, uint64_t{2}), "bucket numbers");
+	check_eq(format_latency_line(small),
+		 "service time us (arrival to reply): p50 75.3, p99 225076.2, p99.9 225757.1, "
+		 "max 225757.1", "latency line");
+
+	std::mt19937_64 rng(42);
+	std::lognormal_distribution<double> dist(11.5, 1.2);	// ~100 us, long tail
+	nb::histogram *h = new nb::histogram;
+	bool same = true;
+	for (int round = 0; round < 4; round++) {
+		for (int k = 0; k < 20000; k++)
+			h->record(static_cast<uint64_t>(dist(rng)) + (round == 3 ? 50 : 0));
+		h->record(round * 40);	// the linear buckets too
+		latency_hist l = sparse_of(*h, round % 2);
+		for (uint32_t ppm : {0u, 1u, 100000u, 500000u, 900000u, 990000u, 999000u, 999999u,
+				     1000000u})
+			same = same && latency_at_ppm(l, ppm) == h->value_at_ppm(ppm);
+		std::vector<uint64_t> dense = latency_dense(l);
+		same = same && nb::histogram_value_at_ppm(dense.data(), dense.size(), l.max_ns,
+							  990000) == latency_at_ppm(l, 990000);
+		same = same && latency_samples(l) == h->count();
+	}
+	check(same, "percentiles of sparse buckets are the core's");
+	delete h;
+
+	latency_hist bad = small;
+	bad.sub_buckets = 32;
+	check_eq(format_latency_line(bad), "service time us (arrival to reply): n/a",
+		 "unknown layout is n/a");
+	bad = small;
+	bad.buckets.emplace_back(nb::histogram::bucket_count, 1);
+	check(!latency_usable(bad), "bucket out of range is unusable");
+	check_eq(format_latency_line(latency_hist{}), "service time us (arrival to reply): n/a",
+		 "no histogram is n/a");
 }
 
 // A LIST message as the module would build it, with padding before the u64s
 // and attributes this netblkctl does not know.
-std::vector<char> list_message(bool malformed)
+// malformed: 1, MTU of the wrong size; 2, NETBLK_L_BUCKETS not whole buckets.
+std::vector<char> list_message(int malformed)
 {
 	std::vector<char> buf(4096);
 	nlmsghdr *nlh = mnl_nlmsg_put_header(buf.data());
@@ -153,7 +423,7 @@ std::vector<char> list_message(bool malformed)
 	mnl_attr_put_u64(nlh, NETBLK_A_SIZE, GiB + GiB / 2);
 	mnl_attr_put_u32(nlh, NETBLK_A_HANDOFF_IFINDEX, 12);
 	mnl_attr_put_u32(nlh, 200, 42);			// from a newer module
-	if (malformed)
+	if (malformed == 1)
 		mnl_attr_put_u16(nlh, NETBLK_A_MTU, 1500);	// should be u32
 	nlattr *stats = mnl_attr_nest_start(nlh, NETBLK_A_STATS);
 	mnl_attr_put(nlh, NETBLK_S_PAD, 0, nullptr);
@@ -161,13 +431,23 @@ std::vector<char> list_message(bool malformed)
 	mnl_attr_put_u64(nlh, NETBLK_S_BYTES_COPIED, 4096);
 	mnl_attr_put_u64(nlh, 300, 1);			// a newer counter
 	mnl_attr_nest_end(nlh, stats);
+	nlattr *lat = mnl_attr_nest_start(nlh, NETBLK_A_LATENCY);
+	mnl_attr_put(nlh, NETBLK_L_PAD, 0, nullptr);
+	mnl_attr_put_u64(nlh, NETBLK_L_COUNT, 100);
+	mnl_attr_put_u64(nlh, NETBLK_L_MAX_NS, 225757123);
+	mnl_attr_put_u32(nlh, NETBLK_L_LINEAR_LIMIT, 128);
+	mnl_attr_put_u32(nlh, NETBLK_L_SUB_BUCKETS, 64);
+	mnl_attr_put_u32(nlh, 99, 7);			// a newer latency attribute
+	netblk_latency_bucket b[2] = {{713, 0, 98}, {1451, 0, 2}};
+	mnl_attr_put(nlh, NETBLK_L_BUCKETS, malformed == 2 ? sizeof(b) - 4 : sizeof(b), b);
+	mnl_attr_nest_end(nlh, lat);
 	buf.resize(nlh->nlmsg_len);
 	return buf;
 }
 
 void check_parse()
 {
-	std::vector<char> msg = list_message(false);
+	std::vector<char> msg = list_message(0);
 	netblk_instance i;
 	nl_status st = netblk_parse_instance(reinterpret_cast<nlmsghdr *>(msg.data()), i);
 	check(st.ok(), "parse ok");
@@ -180,10 +460,479 @@ void check_parse()
 	      "parse stats");
 	check(i.stat(NETBLK_S_BAD) == 0, "missing stat is 0");
 
-	msg = list_message(true);
+	check(i.latency.present && i.latency.count == 100 && i.latency.max_ns == 225757123 &&
+	      i.latency.linear_limit == 128 && i.latency.sub_buckets == 64, "parse latency");
+	check(i.latency.buckets == latency_hist{true, 0, 0, 0, 0, {{713, 98}, {1451, 2}}}.buckets,
+	      "parse latency buckets");
+	check(format_instance_text(i).find("p50 75.3, p99 225076.2") != std::string::npos,
+	      "parsed latency reads");
+
+	msg = list_message(1);
 	st = netblk_parse_instance(reinterpret_cast<nlmsghdr *>(msg.data()), i);
 	check(st.err == EBADMSG, "malformed attribute refused");
 	check(st.msg.find("attribute 5 ") != std::string::npos, "malformed attribute named");
+
+	msg = list_message(2);
+	st = netblk_parse_instance(reinterpret_cast<nlmsghdr *>(msg.data()), i);
+	check(st.err == EBADMSG && st.msg.find("latency attribute 5 ") != std::string::npos,
+	      "malformed buckets refused");
+}
+
+std::vector<char> event_message(uint32_t event, uint32_t reason, uint32_t err, const char *msg)
+{
+	std::vector<char> buf(4096);
+	nlmsghdr *nlh = mnl_nlmsg_put_header(buf.data());
+	nlh->nlmsg_type = 0x20;
+	auto *genl = static_cast<genlmsghdr *>(mnl_nlmsg_put_extra_header(nlh, sizeof(genlmsghdr)));
+	genl->cmd = NETBLK_CMD_EVENT;
+	mnl_attr_put_u32(nlh, NETBLK_A_EVENT, event);
+	if (err)
+		mnl_attr_put_u32(nlh, NETBLK_A_ERRNO, err);
+	if (msg)
+		mnl_attr_put_strz(nlh, NETBLK_A_MESSAGE, msg);
+	if (reason)
+		mnl_attr_put_u32(nlh, NETBLK_A_REASON, reason);
+	mnl_attr_put_strz(nlh, NETBLK_A_DEVICE, "/dev/nvme0n1p1");
+	mnl_attr_put_u16(nlh, NETBLK_A_PORT, 7000);
+	mnl_attr_put_strz(nlh, NETBLK_A_IFNAME, "eth0");
+	if (event == NETBLK_EVENT_STARTED) {
+		mnl_attr_put_u32(nlh, NETBLK_A_ADDR, htonl(0x0a00020f));
+		mnl_attr_put_u64(nlh, NETBLK_A_SIZE, 256 * MiB);
+	}
+	buf.resize(nlh->nlmsg_len);
+	return buf;
+}
+
+// An event as text and JSON, from a hand-built message.
+std::string event_text(uint32_t event, uint32_t reason, uint32_t err, const char *msg)
+{
+	std::vector<char> m = event_message(event, reason, err, msg);
+	netblk_event_info ev;
+	nl_status st = netblk_parse_event(reinterpret_cast<nlmsghdr *>(m.data()), ev);
+	check(st.ok(), "parse event");
+	std::string j = format_event_json(ev, 1700000000.25);
+	if (!valid_json(j)) {
+		failures++;
+		fprintf(stderr, "FAIL event JSON: %s\n", j.c_str());
+	}
+	return format_event_text(ev);
+}
+
+void check_events()
+{
+	check_eq(event_text(NETBLK_EVENT_STARTED, 0, 0, nullptr),
+		 "event: port 7000 started on eth0 10.0.2.15: /dev/nvme0n1p1 (256 MiB, rw)",
+		 "event started");
+	check_eq(event_text(NETBLK_EVENT_STOPPED, NETBLK_REASON_ASKED, 0, nullptr),
+		 "event: port 7000 stopped (asked)", "event stopped asked");
+	check_eq(event_text(NETBLK_EVENT_STOPPED, NETBLK_REASON_RMMOD, 0, nullptr),
+		 "event: port 7000 stopped (module unloaded)", "event stopped rmmod");
+	check_eq(event_text(NETBLK_EVENT_STOPPED, NETBLK_REASON_NIC_GONE, 0, "eth0 went down"),
+		 "event: port 7000 stopped (NIC gone: eth0 went down)", "event stopped nic");
+	check_eq(event_text(NETBLK_EVENT_STOPPED, NETBLK_REASON_DEVICE_GONE, 0,
+			    "/dev/nvme0n1p1 was removed"),
+		 "event: port 7000 stopped (device gone: /dev/nvme0n1p1 was removed)",
+		 "event stopped device");
+	check_eq(event_text(NETBLK_EVENT_STOPPED, 9, 0, nullptr),
+		 "event: port 7000 stopped (reason 9)", "event stopped unknown reason");
+	check_eq(event_text(NETBLK_EVENT_FAILED, 0, EBUSY, "/dev/nvme0n1p1 is in use\nreally"),
+		 "event: start of /dev/nvme0n1p1 on port 7000 failed: /dev/nvme0n1p1 is in use?really",
+		 "event failed");
+	check_eq(event_text(NETBLK_EVENT_FAILED, 0, EBUSY, nullptr),
+		 std::string("event: start of /dev/nvme0n1p1 on port 7000 failed: ") + strerror(EBUSY),
+		 "event failed without a message");
+	check_eq(event_text(NETBLK_EVENT_IO_ERROR, 0, EIO,
+			    "/dev/nvme0n1p1: I/O error at offset 4096"),
+		 "event: port 7000 I/O error: /dev/nvme0n1p1: I/O error at offset 4096",
+		 "event io error");
+	check_eq(event_text(77, 0, 0, nullptr), "event: port 7000: event 77", "unknown event");
+
+	std::vector<char> m = event_message(NETBLK_EVENT_STOPPED, NETBLK_REASON_NIC_GONE, 0,
+					    "eth0 went down");
+	netblk_event_info ev;
+	check(netblk_parse_event(reinterpret_cast<nlmsghdr *>(m.data()), ev).ok(), "parse event");
+	check_eq(format_event_json(ev, 1700000000.25),
+		 "{\"type\": \"event\", \"time\": 1700000000.25, \"event\": \"stopped\", "
+		 "\"event_code\": 2, \"port\": 7000, \"device\": \"/dev/nvme0n1p1\", "
+		 "\"ifname\": \"eth0\", \"reason\": \"nic_gone\", \"reason_code\": 3, "
+		 "\"errno\": null, \"message\": \"eth0 went down\"}", "event JSON");
+}
+
+// watch: the rates between two synthetic dumps, and the interval's p99
+// from the difference of their histograms.
+void check_watch()
+{
+	nb::histogram *h = new nb::histogram, *delta = new nb::histogram;
+	std::mt19937_64 rng(7);
+	std::lognormal_distribution<double> dist(11.0, 0.8);
+	for (int k = 0; k < 5000; k++)
+		h->record(static_cast<uint64_t>(dist(rng)));
+	h->record(50'000'000);	// an old outlier: the cumulative max
+	netblk_instance a = example();
+	a.latency = sparse_of(*h);
+	a.uptime_ms = 10'000;
+	a.stats[NETBLK_S_REFUSED] = 10;
+	a.stats[NETBLK_S_INFLIGHT_DISK] = 3;
+
+	netblk_instance b = a;
+	b.uptime_ms += 2000;
+	b.stats[NETBLK_S_REQUESTS] += 20000;
+	b.stats[NETBLK_S_READS] += 12000;
+	b.stats[NETBLK_S_READ_BYTES] += 12000 * 4096;
+	b.stats[NETBLK_S_WRITES] += 8000;
+	b.stats[NETBLK_S_WRITE_BYTES] += 8000 * 1024;
+	b.stats[NETBLK_S_REFUSED] += 5;
+	for (int k = 0; k < 20000; k++) {
+		uint64_t v = static_cast<uint64_t>(dist(rng)) / 2;
+		h->record(v);
+		delta->record(v);
+	}
+	b.latency = sparse_of(*h);
+
+	netblk_instance other = example();	// a new instance, up for 0.5 s
+	other.port = 7001;
+	other.uptime_ms = 500;
+	other.stats = {};
+	other.stats[NETBLK_S_REQUESTS] = 100;
+
+	auto rates = compute_all_rates({a}, {b, other}, 2.0);
+	check(rates.size() == 2, "rates of both instances");
+	const instance_rates &r = rates[0];
+	check(!r.fresh && r.seconds == 2.0 && r.requests == 10000 && r.reads == 6000 &&
+	      r.read_bytes == 6000.0 * 4096 && r.writes == 4000 && r.write_bytes == 4000.0 * 1024 &&
+	      r.refused == 2.5 && r.inflight == 3, "rates");
+	check(r.latency_known && latency_samples(r.latency) == 20000, "interval samples");
+
+	// The interval's max is the high end of its highest bucket, capped at
+	// the cumulative max: the old 50 ms outlier is not in the interval.
+	std::vector<uint64_t> dense(nb::histogram::bucket_count);
+	uint64_t top = 0;
+	for (uint32_t i = 0; i < dense.size(); i++)
+		if ((dense[i] = delta->bucket(i)))
+			top = nb::histogram::bucket_high(i);
+	check(r.latency.max_ns == std::min(top, h->max()) && r.latency.max_ns < 50'000'000,
+	      "interval max bound");
+	bool same = true;
+	for (uint32_t ppm : {500000u, 900000u, 990000u, 999000u, 1000000u})
+		same = same && rates_percentile(r, ppm) ==
+			       nb::histogram_value_at_ppm(dense.data(), dense.size(), r.latency.max_ns, ppm);
+	check(same, "interval percentiles are the core's on the difference");
+	check(rates_percentile(r, 990000) == delta->value_at_ppm(990000),
+	      "interval p99 is the interval's own");
+	std::string p99 = format_us(delta->value_at_ppm(990000));
+	check_eq(format_rates_text(r),
+		 "port 7000: requests 10000/s, reads 6000/s (23.4 MiB/s), writes 4000/s (3.9 MiB/s),"
+		 " refused 3/s, p99 " + p99 + " us", "rates text");
+	std::string j = format_rates_json(r, 1700000000.5);
+	check(valid_json(j), "rates JSON parses");
+	check(j.starts_with("{\"type\": \"rates\", \"time\": 1700000000.5, \"port\": 7000, "
+			    "\"device\": \"/dev/nvme0n1p2\", \"ifname\": \"eth0\", "
+			    "\"interval_s\": 2, \"fresh\": false, \"requests_per_s\": 10000, "
+			    "\"reads_per_s\": 6000, \"read_bytes_per_s\": 24576000, "
+			    "\"writes_per_s\": 4000, \"write_bytes_per_s\": 4096000, "
+			    "\"refused_per_s\": 2.5, \"inflight\": 3, \"samples\": 20000, "
+			    "\"p50_us\": "), "rates JSON fields");
+	check(j.find("\"p99_us\": " + format_us_exact(delta->value_at_ppm(990000)) + "}") !=
+	      std::string::npos, "rates JSON p99");
+
+	const instance_rates &n = rates[1];
+	check(n.fresh && n.seconds == 0.5 && n.requests == 200, "a new instance: since its start");
+	check_eq(format_rates_text(n), "port 7001: requests 200/s, reads 0/s (0.0 MiB/s), "
+		 "writes 0/s (0.0 MiB/s), refused 0/s, p99 n/a", "rates text without a histogram");
+	check(valid_json(format_rates_json(n, 1)), "rates JSON without a histogram");
+
+	// Restarted on the same port between the dumps: counted from its start.
+	netblk_instance c = example();
+	c.uptime_ms = 1500;
+	c.latency = sparse_of(*small_histogram());
+	instance_rates rr = compute_rates(&b, c, 2.0);
+	check(rr.fresh && rr.seconds == 1.5 && latency_samples(rr.latency) == 100,
+	      "a restarted instance: since its start");
+	// No traffic in the interval.
+	rr = compute_rates(&b, b, 1.0);
+	check(!rr.fresh && rr.requests == 0 && latency_samples(rr.latency) == 0 &&
+	      format_rates_text(rr).ends_with("refused 0/s, p99 -"), "an idle interval");
+	check(valid_json(format_rates_json(rr, 1)), "idle rates JSON");
+	delete h;
+	delete delta;
+}
+
+// A parser of the text exposition format that checks what
+// `stats --prometheus` must hold: well-formed lines, HELP and TYPE before a
+// family's samples, families contiguous, histogram buckets non-decreasing
+// with le, +Inf last and equal to _count.  Collects the samples.
+struct prom_sample {
+	std::string name;
+	std::map<std::string, std::string> labels;
+	double value;
+};
+
+bool prom_name(std::string_view s, bool metric)
+{
+	if (s.empty())
+		return false;
+	for (size_t i = 0; i < s.size(); i++) {
+		char c = s[i];
+		bool ok = isalpha(static_cast<unsigned char>(c)) || c == '_' || (metric && c == ':') ||
+			  (i > 0 && isdigit(static_cast<unsigned char>(c)));
+		if (!ok)
+			return false;
+	}
+	return true;
+}
+
+bool prom_value(const std::string &s, double &v)
+{
+	if (s == "+Inf" || s == "-Inf" || s == "NaN") {
+		v = s == "NaN" ? NAN : s[0] == '+' ? INFINITY : -INFINITY;
+		return true;
+	}
+	char *end;
+	v = strtod(s.c_str(), &end);
+	return !s.empty() && *end == 0 && !isspace(static_cast<unsigned char>(s[0]));
+}
+
+// "" when fine, else the first problem.
+std::string parse_prometheus(const std::string &text, std::vector<prom_sample> &samples)
+{
+	if (!text.empty() && text.back() != '\n')
+		return "no final newline";
+	std::map<std::string, std::string> types;
+	std::set<std::string> helped, done;
+	std::string current;	// the family whose lines come now
+	std::istringstream in(text);
+	std::string line;
+	auto enter = [&](const std::string &fam) -> std::string {
+		if (fam == current)
+			return {};
+		if (done.count(fam))
+			return "family " + fam + " not contiguous";
+		if (!current.empty())
+			done.insert(current);
+		current = fam;
+		return {};
+	};
+	while (std::getline(in, line)) {
+		if (line.starts_with("# HELP ") || line.starts_with("# TYPE ")) {
+			bool help = line[2] == 'H';
+			std::string rest = line.substr(7);
+			size_t sp = rest.find(' ');
+			std::string name = rest.substr(0, sp);
+			if (!prom_name(name, true) || sp == std::string::npos)
+				return "bad line: " + line;
+			if (std::string e = enter(name); !e.empty())
+				return e;
+			if (help) {
+				if (!helped.insert(name).second)
+					return "second HELP for " + name;
+			} else {
+				std::string t = rest.substr(sp + 1);
+				if (t != "counter" && t != "gauge" && t != "histogram")
+					return "bad TYPE: " + line;
+				if (types.count(name))
+					return "second TYPE for " + name;
+				types[name] = t;
+			}
+			continue;
+		}
+		if (line.empty() || line[0] == '#')
+			return "unexpected line: '" + line + "'";
+		prom_sample s;
+		size_t i = 0;
+		while (i < line.size() && line[i] != '{' && line[i] != ' ')
+			i++;
+		s.name = line.substr(0, i);
+		if (!prom_name(s.name, true))
+			return "bad metric name: " + line;
+		if (i < line.size() && line[i] == '{') {
+			i++;
+			while (i < line.size() && line[i] != '}') {
+				size_t eq = line.find('=', i);
+				if (eq == std::string::npos)
+					return "bad labels: " + line;
+				std::string lname = line.substr(i, eq - i);
+				if (!prom_name(lname, false) || eq + 1 >= line.size() || line[eq + 1] != '"')
+					return "bad label name: " + line;
+				std::string val;
+				size_t k = eq + 2;
+				for (; k < line.size() && line[k] != '"'; k++) {
+					if (line[k] != '\\') {
+						val += line[k];
+						continue;
+					}
+					char e = ++k < line.size() ? line[k] : 0;
+					if (e == 'n')
+						val += '\n';
+					else if (e == '\\' || e == '"')
+						val += e;
+					else
+						return "bad escape: " + line;
+				}
+				if (k >= line.size())
+					return "unterminated label value: " + line;
+				if (!s.labels.emplace(lname, val).second)
+					return "label twice: " + line;
+				i = k + 1;
+				if (i < line.size() && line[i] == ',')
+					i++;
+			}
+			if (i >= line.size())
+				return "unterminated labels: " + line;
+			i++;
+		}
+		if (i >= line.size() || line[i] != ' ')
+			return "no value: " + line;
+		if (!prom_value(line.substr(i + 1), s.value))
+			return "bad value: " + line;
+		std::string fam = s.name;
+		for (const char *suffix : {"_bucket", "_sum", "_count"})
+			if (fam.ends_with(suffix) &&
+			    types[fam.substr(0, fam.size() - strlen(suffix))] == "histogram")
+				fam = fam.substr(0, fam.size() - strlen(suffix));
+		if (fam != current || !types.count(fam) || !helped.count(fam))
+			return "sample before its HELP and TYPE: " + line;
+		if (types[fam] == "histogram" && fam == s.name)
+			return "histogram sample without a suffix: " + line;
+		samples.push_back(std::move(s));
+	}
+
+	// Histograms: per label set, le ascending, counts non-decreasing,
+	// +Inf last and equal to _count.
+	std::map<std::string, std::vector<std::pair<double, double>>> buckets;
+	std::map<std::string, double> counts;
+	for (const auto &s : samples) {
+		auto labels = s.labels;
+		std::string le = labels["le"];
+		labels.erase("le");
+		std::string key;
+		for (const auto &[k, v] : labels)
+			key += k + "=" + v + ",";
+		if (s.name.ends_with("_bucket")) {
+			double bound;
+			if (!prom_value(le, bound))
+				return "bad le in " + s.name;
+			buckets[s.name.substr(0, s.name.size() - 7) + "|" + key].emplace_back(bound, s.value);
+		} else if (s.name.ends_with("_count")) {
+			counts[s.name.substr(0, s.name.size() - 6) + "|" + key] = s.value;
+		}
+	}
+	for (const auto &[key, bs] : buckets) {
+		for (size_t k = 1; k < bs.size(); k++)
+			if (!(bs[k].first > bs[k - 1].first) || bs[k].second < bs[k - 1].second)
+				return "buckets not increasing in " + key;
+		if (bs.empty() || bs.back().first != INFINITY)
+			return "no +Inf bucket in " + key;
+		if (!counts.count(key) || counts[key] != bs.back().second)
+			return "+Inf bucket is not _count in " + key;
+	}
+	return {};
+}
+
+const prom_sample *find_sample(const std::vector<prom_sample> &samples, const std::string &name,
+			       const std::map<std::string, std::string> &labels)
+{
+	for (const auto &s : samples) {
+		if (s.name != name)
+			continue;
+		bool all = true;
+		for (const auto &[k, v] : labels)
+			all = all && s.labels.count(k) && s.labels.at(k) == v;
+		if (all)
+			return &s;
+	}
+	return nullptr;
+}
+
+void check_prometheus()
+{
+	check_eq(prometheus_label_value("a\\b\"c\nd\xff"), "a\\\\b\\\"c\\nd\xef\xbf\xbd",
+		 "label escapes");
+
+	netblk_instance a = example();
+	a.latency = sparse_of(*small_histogram());
+	a.stats[NETBLK_S_INFLIGHT_QUEUED] = 4;
+	netblk_instance b = example();	// no histogram: no histogram samples
+	b.port = 7001;
+	b.device = "/dev/we\"ird\\one\n";
+	b.ifname = "";
+	nb::histogram *big = new nb::histogram;
+	std::mt19937_64 rng(3);
+	std::lognormal_distribution<double> dist(12.0, 2.0);
+	for (int k = 0; k < 50000; k++)
+		big->record(static_cast<uint64_t>(dist(rng)));
+	netblk_instance c = example();
+	c.port = 7002;
+	c.latency = sparse_of(*big);
+
+	std::string text = format_prometheus({a, b, c});
+	std::vector<prom_sample> samples;
+	std::string err = parse_prometheus(text, samples);
+	check_eq(err, "", "prometheus output parses");
+	if (!err.empty())
+		fprintf(stderr, "%s", text.c_str());
+
+	std::map<std::string, std::string> la{{"port", "7000"}, {"device", "/dev/nvme0n1p2"},
+					      {"nic", "eth0"}};
+	auto value = [&](const std::string &name, std::map<std::string, std::string> l) {
+		const prom_sample *s = find_sample(samples, name, l);
+		return s ? s->value : -1.0;
+	};
+	check(value("netblk_requests_total", la) == 1246965, "requests counter");
+	check(value("netblk_zerocopy_bytes_total", la) == 0, "zero-copy counter");
+	auto lq = la;
+	lq["stage"] = "queued";
+	check(value("netblk_inflight", lq) == 4, "in-flight gauge");
+	check(value("netblk_uptime_seconds", la) == 21.8, "uptime gauge");
+	check(value("netblk_slots", la) == 256, "slots gauge");
+	check(value("netblk_requests_total", {{"port", "7001"}, {"device", "/dev/we\"ird\\one\n"},
+					      {"nic", ""}}) == 1246965, "escaped labels read back");
+	check(!find_sample(samples, "netblk_service_time_seconds_count", {{"port", "7001"}}),
+	      "no histogram samples without a histogram");
+	check(text.find("# TYPE netblk_requests_total counter\n") != std::string::npos &&
+	      text.find("# TYPE netblk_inflight gauge\n") != std::string::npos &&
+	      text.find("# TYPE netblk_service_time_seconds histogram\n") != std::string::npos,
+	      "types");
+
+	// Hand-checked: bucket 713 (high 75775 ns) counts from le=0.0001 on,
+	// bucket 1451 (high 226492415 ns) from le=1.
+	auto le = [&](const char *bound) {
+		auto l = la;
+		l["le"] = bound;
+		return value("netblk_service_time_seconds_bucket", l);
+	};
+	check(le("5e-05") == 0 && le("0.0001") == 98 && le("0.1") == 98 && le("1") == 100 &&
+	      le("+Inf") == 100 && value("netblk_service_time_seconds_count", la) == 100,
+	      "histogram buckets");
+	check(std::abs(value("netblk_service_time_seconds_sum", la) - 0.45752816) < 1e-12,
+	      "histogram sum");
+
+	// Against the samples: the count at a bound is every sample of a
+	// bucket that ends at or below it, so between the samples <= 63/64 of
+	// the bound and those <= the bound.
+	auto cum = prometheus_cumulative(c.latency);
+	bool bounded = cum.back() == 50000;
+	for (size_t j = 0; j < prometheus_bounds.size(); j++) {
+		uint64_t exact = 0, lower = 0;
+		for (uint32_t i = 0; i < nb::histogram::bucket_count; i++) {
+			if (nb::histogram::bucket_high(i) <= prometheus_bounds[j].ns)
+				exact += big->bucket(i);
+			if (nb::histogram::bucket_high(i) <= prometheus_bounds[j].ns / 64 * 63)
+				lower += big->bucket(i);
+		}
+		bounded = bounded && cum[j] == exact && cum[j] >= lower;
+	}
+	check(bounded, "bucket mapping");
+
+	samples.clear();
+	check_eq(parse_prometheus(format_prometheus({}), samples), "", "empty exposition parses");
+	check(samples.empty(), "no samples without instances");
+	// The checker itself refuses what it should.
+	check(!parse_prometheus("x 1\n", samples).empty() &&
+	      !parse_prometheus("# HELP x h\n# TYPE x histogram\nx_bucket{le=\"1\"} 2\n"
+				"x_bucket{le=\"+Inf\"} 1\nx_count 1\n", samples).empty() &&
+	      !parse_prometheus("# HELP x h\n# TYPE x counter\nx{a=\"b} 1\n", samples).empty(),
+	      "the exposition checker itself");
+	delete big;
 }
 
 // The client against nlctrl: a doit, a missing family, an error ack with an
@@ -220,6 +969,18 @@ void check_genl()
 	});
 	check(st.ok() && families >= 1, "dump of nlctrl");
 	printf("  dumped %d generic netlink families\n", families);
+
+	// A multicast group joined, read without waiting: nothing is queued.
+	genl_socket mc;
+	check(mc.open().ok() && mc.resolve_family("nlctrl", f).ok(), "second socket");
+	auto notify = genl_mcast_group_id(f, "notify");
+	check(notify && mc.join_group(*notify).ok() && mc.fd() >= 0, "join nlctrl's notify group");
+	int seen = 0;
+	st = mc.recv_pending([&](const nlmsghdr *) {
+		seen++;
+		return nl_status{};
+	});
+	check(st.ok() && seen == 0, "nothing pending on the group");
 }
 
 void check_default_route()
@@ -352,7 +1113,11 @@ int main()
 	check_strings();
 	check_text();
 	check_json();
+	check_latency();
 	check_parse();
+	check_events();
+	check_watch();
+	check_prometheus();
 	check_genl();
 	check_default_route();
 	check_xdp_program();

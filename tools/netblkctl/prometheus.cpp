@@ -1,0 +1,191 @@
+// The Prometheus text exposition of `netblkctl stats --prometheus`: see
+// prometheus.h.
+#include "prometheus.h"
+
+#include <algorithm>
+#include <iterator>
+#include <sstream>
+
+namespace {
+
+struct counter_metric {
+	netblk_stat_attr attr;
+	const char *name;
+	const char *help;
+};
+
+constexpr counter_metric counters[] = {
+	{NETBLK_S_REQUESTS, "netblk_requests_total",
+	 "Datagrams that parsed as requests."},
+	{NETBLK_S_BAD, "netblk_bad_total",
+	 "Datagrams dropped unanswered (not a request the instance takes)."},
+	{NETBLK_S_REFUSED, "netblk_refused_total",
+	 "Requests answered with an error on the spot."},
+	{NETBLK_S_BUSY, "netblk_busy_total",
+	 "Refusals for want of a free slot (part of netblk_refused_total)."},
+	{NETBLK_S_READS, "netblk_reads_total", "Read requests accepted."},
+	{NETBLK_S_READ_BYTES, "netblk_read_bytes_total", "Bytes of the read requests accepted."},
+	{NETBLK_S_WRITES, "netblk_writes_total", "Write requests accepted."},
+	{NETBLK_S_WRITE_BYTES, "netblk_write_bytes_total",
+	 "Bytes of the write requests accepted."},
+	{NETBLK_S_FLUSHES, "netblk_flushes_total", "Flush requests accepted."},
+	{NETBLK_S_FUA_WRITES, "netblk_fua_writes_total", "Write requests accepted with FUA."},
+	{NETBLK_S_IO_ERRORS, "netblk_io_errors_total", "Requests the disk failed."},
+	{NETBLK_S_DISK_BUSY, "netblk_disk_busy_total",
+	 "Times the disk refused more work for the moment."},
+	{NETBLK_S_REPLIES_DROPPED, "netblk_replies_dropped_total",
+	 "Replies not sent: no frame to answer in, or the NIC refused them."},
+	{NETBLK_S_WORKER_SLEEPS, "netblk_worker_sleeps_total",
+	 "Times the instance's worker went to sleep for want of work."},
+	{NETBLK_S_FRAMES_RX, "netblk_frames_received_total",
+	 "Frames steered to the instance."},
+	{NETBLK_S_FRAMES_TX, "netblk_frames_sent_total", "Frames handed to the NIC."},
+	{NETBLK_S_BYTES_ZEROCOPY, "netblk_zerocopy_bytes_total",
+	 "Data bytes that reached the disk or the NIC in place, without a copy."},
+	{NETBLK_S_BYTES_COPIED, "netblk_copied_bytes_total",
+	 "Data bytes the CPU had to copy (a fallback path)."},
+};
+
+struct stage_gauge {
+	netblk_stat_attr attr;
+	const char *stage;
+};
+
+constexpr stage_gauge stages[] = {
+	{NETBLK_S_INFLIGHT_QUEUED, "queued"},
+	{NETBLK_S_INFLIGHT_DISK, "disk"},
+	{NETBLK_S_INFLIGHT_DONE, "done"},
+};
+
+static_assert(std::size(counters) + std::size(stages) == NETBLK_S_PAD - 1,
+	      "a new counter in enum netblk_stat_attr needs a metric here");
+
+std::string help_text(std::string_view s)
+{
+	std::string out;
+	for (char c : s) {
+		if (c == '\\')
+			out += "\\\\";
+		else if (c == '\n')
+			out += "\\n";
+		else
+			out += c;
+	}
+	return out;
+}
+
+void family(std::ostream &o, const char *name, const char *type, const char *help)
+{
+	o << "# HELP " << name << ' ' << help_text(help) << '\n'
+	  << "# TYPE " << name << ' ' << type << '\n';
+}
+
+// port="7000",device="/dev/x",nic="eth0"
+std::string labels(const netblk_instance &inst)
+{
+	return "port=\"" + std::to_string(inst.port) + "\",device=\"" +
+	       prometheus_label_value(inst.device) + "\",nic=\"" +
+	       prometheus_label_value(inst.ifname) + "\"";
+}
+
+// The midpoint of a bucket, as nb::histogram_value_at_ppm reads it.
+uint64_t midpoint(uint32_t index, uint64_t max)
+{
+	uint64_t low = latency_bucket_low(index);
+	uint64_t high = std::min(latency_bucket_high(index), max);
+	uint64_t mid = low + (high > low ? (high - low) / 2 : 0);
+	return std::min(mid, max);
+}
+
+void histogram(std::ostream &o, const std::vector<netblk_instance> &insts)
+{
+	const char *name = "netblk_service_time_seconds";
+	family(o, name, "histogram",
+	       "Service time from a request's arrival at the XDP hook to its reply handed "
+	       "to the NIC. A bucket holds the samples of the core's log-linear buckets "
+	       "that end at or below le (their last edge is within 1/64 of le); _sum is "
+	       "approximate: bucket midpoints times counts.");
+	for (const auto &inst : insts) {
+		if (!latency_usable(inst.latency))
+			continue;
+		std::string l = labels(inst);
+		auto cum = prometheus_cumulative(inst.latency);
+		for (size_t i = 0; i < prometheus_bounds.size(); i++)
+			o << name << "_bucket{" << l << ",le=\"" << prometheus_bounds[i].le << "\"} "
+			  << cum[i] << '\n';
+		o << name << "_bucket{" << l << ",le=\"+Inf\"} " << cum.back() << '\n';
+		o << name << "_sum{" << l << "} "
+		  << json_double(prometheus_sum_seconds(inst.latency)) << '\n';
+		o << name << "_count{" << l << "} " << cum.back() << '\n';
+	}
+}
+
+} // namespace
+
+std::array<uint64_t, prometheus_bounds.size() + 1> prometheus_cumulative(const latency_hist &h)
+{
+	std::array<uint64_t, prometheus_bounds.size() + 1> cum{};
+	std::vector<uint64_t> dense = latency_dense(h);
+	for (uint32_t i = 0; i < dense.size(); i++) {
+		if (!dense[i])
+			continue;
+		uint64_t high = latency_bucket_high(i);
+		for (size_t j = 0; j < prometheus_bounds.size(); j++)
+			if (high <= prometheus_bounds[j].ns)
+				cum[j] += dense[i];
+		cum.back() += dense[i];
+	}
+	return cum;
+}
+
+double prometheus_sum_seconds(const latency_hist &h)
+{
+	unsigned __int128 ns = 0;
+	std::vector<uint64_t> dense = latency_dense(h);
+	for (uint32_t i = 0; i < dense.size(); i++)
+		if (dense[i])
+			ns += static_cast<unsigned __int128>(midpoint(i, h.max_ns)) * dense[i];
+	return static_cast<double>(ns) / 1e9;
+}
+
+std::string prometheus_label_value(std::string_view s)
+{
+	std::string out;
+	for (char c : utf8_valid(s)) {
+		if (c == '\\')
+			out += "\\\\";
+		else if (c == '"')
+			out += "\\\"";
+		else if (c == '\n')
+			out += "\\n";
+		else
+			out += c;
+	}
+	return out;
+}
+
+std::string format_prometheus(const std::vector<netblk_instance> &insts)
+{
+	std::ostringstream o;
+	for (const auto &c : counters) {
+		family(o, c.name, "counter", c.help);
+		for (const auto &inst : insts)
+			o << c.name << '{' << labels(inst) << "} " << inst.stat(c.attr) << '\n';
+	}
+	family(o, "netblk_inflight", "gauge",
+	       "Requests the instance holds, by stage: queued for the disk, at the disk, "
+	       "done and waiting for their reply.");
+	for (const auto &inst : insts)
+		for (const auto &s : stages)
+			o << "netblk_inflight{" << labels(inst) << ",stage=\"" << s.stage << "\"} "
+			  << inst.stat(s.attr) << '\n';
+	family(o, "netblk_slots", "gauge", "Requests the instance can hold at once.");
+	for (const auto &inst : insts)
+		o << "netblk_slots{" << labels(inst) << "} " << inst.slots << '\n';
+	family(o, "netblk_uptime_seconds", "gauge", "Seconds since the instance started.");
+	for (const auto &inst : insts)
+		o << "netblk_uptime_seconds{" << labels(inst) << "} "
+		  << json_double(inst.uptime_ms / 1000.0) << '\n';
+	histogram(o, insts);
+	return o.str();
+}

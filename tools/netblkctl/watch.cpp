@@ -1,0 +1,266 @@
+// `netblkctl watch`: rates and events, see watch.h.
+#include "watch.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace {
+
+constexpr uint32_t ppm_p50 = 500000, ppm_p99 = 990000;
+
+// Counters that only go up; one of them going down means a new instance.
+constexpr netblk_stat_attr monotonic[] = {
+	NETBLK_S_REQUESTS, NETBLK_S_REFUSED, NETBLK_S_READS, NETBLK_S_READ_BYTES,
+	NETBLK_S_WRITES, NETBLK_S_WRITE_BYTES, NETBLK_S_FRAMES_RX,
+};
+
+bool same_instance(const netblk_instance &before, const netblk_instance &now)
+{
+	if (before.port != now.port || before.device != now.device ||
+	    now.uptime_ms < before.uptime_ms)
+		return false;
+	for (auto s : monotonic)
+		if (now.stat(s) < before.stat(s))
+			return false;
+	return true;
+}
+
+// A text line stays one line whatever the kernel's strings hold.
+std::string one_line(std::string_view s)
+{
+	std::string out(s);
+	for (char &c : out)
+		if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f)
+			c = '?';
+	return out;
+}
+
+// Rounded to a thousandth, as a JSON number.
+std::string json_rate(double v)
+{
+	return json_double(std::round(v * 1000) / 1000);
+}
+
+std::string rate_int(double v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%.0f", std::round(v));	// halves up, not to even
+	return buf;
+}
+
+std::string mib_per_s(double bytes)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%.1f", bytes / (1024.0 * 1024.0));
+	return buf;
+}
+
+std::string json_time(double unix_time)
+{
+	return json_double(std::round(unix_time * 1000) / 1000);
+}
+
+const char *reason_text(uint32_t reason)
+{
+	switch (reason) {
+	case NETBLK_REASON_ASKED:       return "asked";
+	case NETBLK_REASON_RMMOD:       return "module unloaded";
+	case NETBLK_REASON_NIC_GONE:    return "NIC gone";
+	case NETBLK_REASON_DEVICE_GONE: return "device gone";
+	}
+	return nullptr;
+}
+
+const char *reason_json(uint32_t reason)
+{
+	switch (reason) {
+	case 0:                         return nullptr;
+	case NETBLK_REASON_ASKED:       return "asked";
+	case NETBLK_REASON_RMMOD:       return "rmmod";
+	case NETBLK_REASON_NIC_GONE:    return "nic_gone";
+	case NETBLK_REASON_DEVICE_GONE: return "device_gone";
+	}
+	return "unknown";
+}
+
+const char *event_json(uint32_t event)
+{
+	switch (event) {
+	case NETBLK_EVENT_STARTED:  return "started";
+	case NETBLK_EVENT_STOPPED:  return "stopped";
+	case NETBLK_EVENT_FAILED:   return "failed";
+	case NETBLK_EVENT_IO_ERROR: return "io_error";
+	}
+	return "unknown";
+}
+
+// The kernel's message, else the errno's text, else "".
+std::string detail(const netblk_event_info &ev)
+{
+	if (!ev.message.empty())
+		return one_line(ev.message);
+	if (ev.err)
+		return strerror(static_cast<int>(ev.err));
+	return {};
+}
+
+std::string json_or_null(bool have, const std::string &json)
+{
+	return have ? json : "null";
+}
+
+} // namespace
+
+instance_rates compute_rates(const netblk_instance *before, const netblk_instance &now,
+			     double elapsed_s)
+{
+	static const netblk_instance zero;
+	instance_rates r;
+	r.port = now.port;
+	r.device = now.device;
+	r.ifname = now.ifname;
+	r.fresh = !before || !same_instance(*before, now);
+	const netblk_instance &b = r.fresh ? zero : *before;
+	r.seconds = elapsed_s;
+	if (r.fresh && now.uptime_ms / 1000.0 < elapsed_s)
+		r.seconds = now.uptime_ms / 1000.0;
+	double secs = r.seconds > 0 ? r.seconds : 0;
+	auto rate = [&](netblk_stat_attr s) {
+		uint64_t d = now.stat(s) - b.stat(s);
+		return secs > 0 ? static_cast<double>(d) / secs : 0.0;
+	};
+	r.requests = rate(NETBLK_S_REQUESTS);
+	r.reads = rate(NETBLK_S_READS);
+	r.read_bytes = rate(NETBLK_S_READ_BYTES);
+	r.writes = rate(NETBLK_S_WRITES);
+	r.write_bytes = rate(NETBLK_S_WRITE_BYTES);
+	r.refused = rate(NETBLK_S_REFUSED);
+	r.inflight = now.stat(NETBLK_S_INFLIGHT_QUEUED) + now.stat(NETBLK_S_INFLIGHT_DISK) +
+		     now.stat(NETBLK_S_INFLIGHT_DONE);
+	if (r.fresh) {
+		r.latency_known = latency_usable(now.latency);
+		r.latency = now.latency;
+	} else {
+		r.latency_known = latency_usable(b.latency) && latency_usable(now.latency);
+		if (r.latency_known)
+			r.latency = latency_delta(b.latency, now.latency);
+	}
+	return r;
+}
+
+std::vector<instance_rates> compute_all_rates(const std::vector<netblk_instance> &before,
+					      const std::vector<netblk_instance> &now,
+					      double elapsed_s)
+{
+	std::vector<instance_rates> out;
+	for (const auto &n : now) {
+		const netblk_instance *b = nullptr;
+		for (const auto &x : before)
+			if (x.port == n.port)
+				b = &x;
+		out.push_back(compute_rates(b, n, elapsed_s));
+	}
+	return out;
+}
+
+uint64_t rates_percentile(const instance_rates &r, uint32_t ppm)
+{
+	return latency_at_ppm(r.latency, ppm);
+}
+
+std::string format_rates_text(const instance_rates &r)
+{
+	std::string p99;
+	if (!r.latency_known)
+		p99 = "p99 n/a";
+	else if (latency_samples(r.latency) == 0)
+		p99 = "p99 -";
+	else
+		p99 = "p99 " + format_us(rates_percentile(r, ppm_p99)) + " us";
+	return "port " + std::to_string(r.port) + ": requests " + rate_int(r.requests) +
+	       "/s, reads " + rate_int(r.reads) + "/s (" + mib_per_s(r.read_bytes) +
+	       " MiB/s), writes " + rate_int(r.writes) + "/s (" + mib_per_s(r.write_bytes) +
+	       " MiB/s), refused " + rate_int(r.refused) + "/s, " + p99;
+}
+
+std::string format_rates_json(const instance_rates &r, double unix_time)
+{
+	bool samples = r.latency_known && latency_samples(r.latency) > 0;
+	std::ostringstream o;
+	o << "{\"type\": \"rates\", \"time\": " << json_time(unix_time)
+	  << ", \"port\": " << r.port
+	  << ", \"device\": " << json_string(r.device)
+	  << ", \"ifname\": " << json_string(r.ifname)
+	  << ", \"interval_s\": " << json_rate(r.seconds)
+	  << ", \"fresh\": " << (r.fresh ? "true" : "false")
+	  << ", \"requests_per_s\": " << json_rate(r.requests)
+	  << ", \"reads_per_s\": " << json_rate(r.reads)
+	  << ", \"read_bytes_per_s\": " << json_rate(r.read_bytes)
+	  << ", \"writes_per_s\": " << json_rate(r.writes)
+	  << ", \"write_bytes_per_s\": " << json_rate(r.write_bytes)
+	  << ", \"refused_per_s\": " << json_rate(r.refused)
+	  << ", \"inflight\": " << r.inflight
+	  << ", \"samples\": "
+	  << json_or_null(r.latency_known, std::to_string(latency_samples(r.latency)))
+	  << ", \"p50_us\": "
+	  << json_or_null(samples, samples ? format_us_exact(rates_percentile(r, ppm_p50)) : "")
+	  << ", \"p99_us\": "
+	  << json_or_null(samples, samples ? format_us_exact(rates_percentile(r, ppm_p99)) : "")
+	  << "}";
+	return o.str();
+}
+
+std::string format_event_text(const netblk_event_info &ev)
+{
+	const netblk_instance &i = ev.inst;
+	std::string port = "port " + std::to_string(i.port);
+	std::string d = detail(ev);
+	std::string out = "event: ";
+	switch (ev.event) {
+	case NETBLK_EVENT_STARTED: {
+		std::string where = i.ifname.empty() ? format_ipv4(i.addr)
+						     : one_line(i.ifname) + " " + format_ipv4(i.addr);
+		return out + port + " started on " + where + ": " + one_line(i.device) + " (" +
+		       format_size(i.size) + ", " + (i.read_only ? "ro" : "rw") + ")";
+	}
+	case NETBLK_EVENT_STOPPED: {
+		out += port + " stopped";
+		std::string why;
+		if (const char *t = reason_text(ev.reason))
+			why = t;
+		else if (ev.reason)
+			why = "reason " + std::to_string(ev.reason);
+		if (!why.empty() && !d.empty())
+			why += ": " + d;
+		else if (why.empty())
+			why = d;
+		return why.empty() ? out : out + " (" + why + ")";
+	}
+	case NETBLK_EVENT_FAILED:
+		return out + "start of " + one_line(i.device) + " on " + port + " failed" +
+		       (d.empty() ? "" : ": " + d);
+	case NETBLK_EVENT_IO_ERROR:
+		return out + port + " I/O error" + (d.empty() ? "" : ": " + d);
+	}
+	return out + port + ": event " + std::to_string(ev.event) + (d.empty() ? "" : ": " + d);
+}
+
+std::string format_event_json(const netblk_event_info &ev, double unix_time)
+{
+	const char *reason = reason_json(ev.reason);
+	std::ostringstream o;
+	o << "{\"type\": \"event\", \"time\": " << json_time(unix_time)
+	  << ", \"event\": \"" << event_json(ev.event) << '"'
+	  << ", \"event_code\": " << ev.event
+	  << ", \"port\": " << ev.inst.port
+	  << ", \"device\": " << json_string(ev.inst.device)
+	  << ", \"ifname\": " << json_string(ev.inst.ifname)
+	  << ", \"reason\": " << (reason ? "\"" + std::string(reason) + "\"" : "null")
+	  << ", \"reason_code\": " << json_or_null(ev.reason, std::to_string(ev.reason))
+	  << ", \"errno\": " << json_or_null(ev.err, std::to_string(ev.err))
+	  << ", \"message\": "
+	  << json_or_null(!ev.message.empty(), json_string(ev.message)) << "}";
+	return o.str();
+}
