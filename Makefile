@@ -97,7 +97,7 @@ install: module netblkctl
 
 clean:
 	-$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) clean 2>/dev/null
-	rm -rf build/unit build/guest build/bpf tools/netblkctl/netblkctl
+	rm -rf build/unit build/guest build/bpf tools/netblkctl/netblkctl tools/netblk-load/netblk-load
 
 # The load generator (tools/netblk-load/README.md) and the benchmark against
 # nbd-server and the local disk (bench/README.md).

@@ -1,0 +1,179 @@
+"""Monitoring, end to end: list's service time, JSON and Prometheus output,
+watch's events, and instances that stop on their own when what they stand on
+goes away -- driven from the host with the Python client, read in the guest
+with netblkctl."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "client"))
+
+import netblk as nbc  # noqa: E402
+
+GUEST_FORWARDS = [7000]
+P1 = "/dev/nvme0n1p1"
+P2 = "/dev/nvme0n1p2"
+
+
+def client(g, port=7000):
+    return nbc.Client("127.0.0.1", g.host_port(port), timeout=0.5, tries=10)
+
+
+def listing(g):
+    return {e["port"]: e for e in json.loads(g.check("netblkctl list --json"))}
+
+
+def start(g, dev, port, *opts):
+    g.check(f"netblkctl start {dev} {port} {' '.join(opts)}")
+
+
+def test_list_shows_service_time_after_traffic(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    text = g.check("netblkctl list")
+    assert "service time us (arrival to reply): no samples yet" in text, text
+
+    c = client(g)
+    c.write(0, bytes(range(256)) * 16)
+    c.read(0, 64 << 10)
+    text = g.check("netblkctl list")
+    m = re.search(r"service time us \(arrival to reply\): p50 ([\d.]+), p99 ([\d.]+), "
+                  r"p99\.9 ([\d.]+), max ([\d.]+)", text)
+    assert m, text
+    p50, p99, p999, mx = map(float, m.groups())
+    assert 0 < p50 <= p99 <= p999 <= mx, text
+    assert re.search(r"data in place [\d.]+ KiB, copied 0 B", text), text
+
+
+def test_json_latency_agrees_with_its_buckets(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    c = client(g)
+    for i in range(20):
+        c.read(i * 4096, 4096)
+    e = listing(g)[7000]
+    lat = e["latency"]
+    s = e["stats"]
+    # every datagram of every answer is a sample: 20 READs of 4 datagrams, one INFO
+    assert lat["count"] == sum(n for _, n in lat["buckets"]) == 20 * 4 + 1, lat
+    assert lat["linear_limit"] == 128 and lat["sub_buckets"] == 64
+    assert 0 < lat["p50_us"] <= lat["p99_us"] <= lat["p999_us"] <= lat["max_ns"] / 1000
+    assert s["reads"] == 20 and s["read_bytes"] == 20 * 4096, s
+    assert s["bytes_copied"] == 0 and s["bytes_zerocopy"] >= 20 * 4096, s
+
+
+PROM_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"'
+                       r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*)\})? (\S+)$')
+
+
+def test_prometheus_output_parses(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    c = client(g)
+    c.write(8192, b"\x55" * 2048)
+    c.read(0, 16384)
+    text = g.check("netblkctl stats --prometheus")
+    samples, typed = {}, set()
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("#"):
+            continue
+        m = PROM_LINE.match(line)
+        assert m, f"not a Prometheus sample line: {line!r}"
+        name, value = m.group(1), float(m.group(4))
+        family = re.sub(r"_(bucket|sum|count)$", "", name)
+        assert name in typed or family in typed, f"{name} has no TYPE before it"
+        samples.setdefault(name, []).append((m.group(3) or "", value))
+    writes = dict(samples["netblk_writes_total"])
+    assert list(writes.values()) == [2.0], writes
+    assert 'port="7000"' in next(iter(writes))
+    assert dict(samples["netblk_write_bytes_total"]).popitem()[1] == 2048
+    buckets = [v for _, v in samples["netblk_service_time_seconds_bucket"]]
+    assert buckets == sorted(buckets), "cumulative buckets never go down"
+    count = samples["netblk_service_time_seconds_count"][0][1]
+    assert buckets[-1] == count > 0
+
+
+def test_watch_reports_rates_and_a_stop(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    g.check("(netblkctl watch --json --interval 0.5 --count 8 > /tmp/watch-rates.out 2>&1 &) ; sleep 1")
+    c = client(g)
+    for i in range(30):
+        c.read(i * 1024, 1024)
+    time.sleep(1)
+    g.check("netblkctl stop 7000")
+    g.check("sleep 3")
+    lines = [json.loads(l) for l in g.check("cat /tmp/watch-rates.out").splitlines() if l.strip()]
+    rates = [l for l in lines if l["type"] == "rates" and l["port"] == 7000]
+    assert any(r["reads_per_s"] > 0 for r in rates), lines
+    stops = [l for l in lines if l["type"] == "event" and l["event"] == "stopped"]
+    assert stops and stops[0]["port"] == 7000 and stops[0]["reason"] == "asked", lines
+
+
+def test_nic_down_stops_the_instance_and_says_why(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    start(g, P2, 7001, "ro")
+    g.check("(netblkctl watch --json --interval 5 --count 2 > /tmp/watch-nic.out 2>&1 &) ; sleep 1")
+    try:
+        g.check("ip link set eth0 down; sleep 2")
+        assert listing(g) == {}
+        events = [json.loads(l) for l in g.check("cat /tmp/watch-nic.out").splitlines() if l.strip()]
+        stops = {e["port"]: e for e in events if e["type"] == "event" and e["event"] == "stopped"}
+        assert set(stops) == {7000, 7001}, events
+        for e in stops.values():
+            assert e["reason"] == "nic_gone" and "eth0 went down" in e["message"], e
+        assert "stopped serving /dev/nvme0n1p1 on port 7000: eth0 went down" in g.dmesg()
+    finally:
+        g.run("ip link set eth0 up; ip route add default via 10.0.2.2 2>/dev/null; sleep 1")
+    # and it serves again once the NIC is back
+    start(g, P1, 7000)
+    assert client(g).info().size == 256 << 20
+
+
+def test_removed_device_stops_the_instance(netblk):
+    g = netblk
+    d = "/sys/kernel/config/nullb/nbmon"
+    g.check("modprobe null_blk nr_devices=0 && "
+            "(grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config) && "
+            f"mkdir {d} && echo 16 > {d}/size && echo 1 > {d}/memory_backed && echo 1 > {d}/power")
+    try:
+        start(g, "/dev/nbmon", 7000)
+        g.check("(netblkctl watch --json --interval 5 --count 2 > /tmp/watch-dev.out 2>&1 &) ; sleep 1")
+        g.check(f"echo 0 > {d}/power; sleep 2")
+        assert listing(g) == {}
+        events = [json.loads(l) for l in g.check("cat /tmp/watch-dev.out").splitlines() if l.strip()]
+        stops = [e for e in events if e["type"] == "event" and e["event"] == "stopped"]
+        assert stops and stops[0]["reason"] == "device_gone", events
+        assert "/dev/nbmon was removed" in stops[0]["message"]
+    finally:
+        g.run(f"rmdir {d}; rmmod null_blk")
+
+
+def test_client_bench_reports_percentiles(netblk):
+    g = netblk
+    start(g, P1, 7000, "ro")
+    import subprocess
+    out = subprocess.run([sys.executable, str(ROOT / "client" / "netblk.py"), "127.0.0.1",
+                          str(g.host_port(7000)), "bench", "--mode", "randread", "--size", "1k",
+                          "--window", "8", "--seconds", "2", "--json"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    r = json.loads(out.stdout)
+    assert r["ops"] > 0 and r["errors"] == 0, r
+    lat = r["latency_us"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["p99.9"] <= lat["max"], r
+    assert listing(g)[7000]["stats"]["reads"] >= r["ops"]
