@@ -1,0 +1,176 @@
+"""Tests of the load generator tools/netblk-load against the fake instance
+(netblk_fake.py).  The binary is built with `make load` first.
+
+Run: /usr/bin/python3 -m pytest tests/client/test_load.py
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+LOAD = ROOT / "tools" / "netblk-load" / "netblk-load"
+sys.path.insert(0, str(HERE))
+
+from netblk_fake import OP_READ, OP_WRITE, FakeServer  # noqa: E402
+
+MiB = 1 << 20
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    subprocess.run(["make", "-s", "-C", str(ROOT), "load"], check=True)
+
+
+def load(srv: FakeServer, *args: str, check: bool = True) -> tuple[int, dict | None, str]:
+    """Run netblk-load against srv for --seconds (default 1) with --json."""
+    argv = [str(LOAD), "127.0.0.1", str(srv.port), *args, "--json"]
+    if "--seconds" not in args:
+        argv += ["--seconds", "1"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    out = json.loads(r.stdout) if r.stdout.strip() else None
+    if check:
+        assert r.returncode == 0, r.stderr + r.stdout
+    return r.returncode, out, r.stderr
+
+
+def sane_latency(out: dict) -> None:
+    lat = out["latency_us"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["p99.9"] <= lat["max"]
+
+
+def test_randread():
+    with FakeServer(size=4 * MiB) as srv:
+        _, out, _ = load(srv, "--mode", "randread", "--size", "4k", "--window", "16")
+    assert out["ops"] > 0 and out["errors"] == 0 and out["retries"] == 0
+    assert out["datagrams_per_request"] == 4 and out["window"] == 16
+    assert out["iops"] > 0 and out["bytes"] == out["ops"] * 4096
+    sane_latency(out)
+    # one READ per request (the last INFO aside), each of 4 KiB
+    reads = srv.requests(OP_READ)
+    assert reads and all(r.length == 4096 and r.offset % 4096 == 0 for r in reads)
+    assert len(reads) >= out["ops"]
+
+
+def test_randwrite_stays_inside_range():
+    base, span = 1 * MiB, 256 << 10
+    with FakeServer(size=4 * MiB) as srv:
+        before = bytes(srv.disk)
+        _, out, _ = load(srv, "--mode", "randwrite", "--size", "4k", "--range", f"{base}:{span}")
+    assert out["ops"] > 0 and out["errors"] == 0
+    assert out["op"] == "WRITE" and out["datagrams_per_request"] == 4
+    assert base <= out["touched"]["offset"] and out["touched"]["end"] <= base + span
+    writes = srv.requests(OP_WRITE)
+    assert len(writes) >= 4 * out["ops"]
+    # a 4 KiB write is 4 WRITEs of max_io (1 KiB), every one inside the range
+    assert all(w.length == 1024 and w.payload_len == 1024 for w in writes)
+    assert all(base <= w.offset and w.offset + w.length <= base + span for w in writes)
+    after = bytes(srv.disk)
+    assert after[:base] == before[:base] and after[base + span:] == before[base + span:]
+    assert after[base:base + span] != before[base:base + span]
+
+
+def test_sequential_read_two_threads():
+    with FakeServer(size=1 * MiB) as srv:
+        _, out, _ = load(srv, "--mode", "read", "--size", "16k", "--threads", "2",
+                         "--window", "4")
+    assert out["ops"] > 0 and out["errors"] == 0 and out["threads"] == 2
+    assert out["datagrams_per_request"] == 16
+
+
+def test_loss_is_retried():
+    with FakeServer(size=4 * MiB, loss=0.2) as srv:
+        _, out, _ = load(srv, "--mode", "randread", "--size", "2k", "--window", "8",
+                         "--timeout", "0.02")
+    assert out["ops"] > 0 and out["errors"] == 0
+    assert out["retries"] > 0
+    assert out["sends"] > out["ops"]
+
+
+def test_loss_on_writes_is_retried():
+    with FakeServer(size=4 * MiB, loss=0.2) as srv:
+        _, out, _ = load(srv, "--mode", "randwrite", "--size", "1k", "--window", "8",
+                         "--timeout", "0.02", "--range", "0:1m")
+    assert out["ops"] > 0 and out["errors"] == 0 and out["retries"] > 0
+    assert all(w.offset + w.length <= MiB for w in srv.requests(OP_WRITE))
+
+
+def test_busy_is_backed_off_and_counted():
+    with FakeServer(size=4 * MiB, busy_each=2) as srv:
+        _, out, _ = load(srv, "--mode", "randread", "--window", "4")
+    assert out["ops"] > 0 and out["errors"] == 0
+    assert out["busy"] >= 2 * out["ops"] and out["retries"] == 0
+
+
+def test_window_capped_by_slots():
+    # 8 slots, 4 KiB READs take 4 each: two in flight, never EAGAIN
+    with FakeServer(size=4 * MiB, slots=8, delay=0.005) as srv:
+        _, out, _ = load(srv, "--mode", "randread", "--size", "4k", "--window", "64")
+    assert out["window"] == 2 and out["busy"] == 0 and out["errors"] == 0
+    assert srv.max_in_use <= 8
+
+
+def test_odd_replies_are_ignored():
+    with FakeServer(size=4 * MiB, shuffle=True, duplicate=True, stray=True) as srv:
+        _, out, _ = load(srv, "--mode", "randread", "--size", "8k", "--window", "4")
+    assert out["ops"] > 0 and out["errors"] == 0
+    assert out["duplicates"] > 0 and out["stray"] > 0
+
+
+def test_errors_are_counted():
+    with FakeServer(size=1 * MiB, eio=[(0, 1 * MiB)]) as srv:
+        rc, out, _ = load(srv, "--mode", "randread", "--seconds", "0.3", check=False)
+    assert rc == 1 and out["ops"] == 0 and out["errors"] > 0
+    assert "EIO" in out["first_error"]
+
+
+def test_write_needs_a_range():
+    with FakeServer(size=1 * MiB) as srv:
+        rc, out, err = load(srv, "--mode", "randwrite", check=False)
+    assert rc == 2 and out is None and "--range" in err
+    assert srv.requests() == []  # refused before a single datagram
+
+
+def test_write_refused_on_read_only():
+    with FakeServer(size=1 * MiB, read_only=True) as srv:
+        rc, _, err = load(srv, "--mode", "write", "--range", "0:64k", check=False)
+    assert rc == 2 and "read-only" in err
+    assert srv.requests(OP_WRITE) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--mode", "randread", "--size", "20k"], "max_read"),
+    (["--mode", "randread", "--size", "1000"], "sectors"),
+    (["--mode", "randwrite", "--range", "0:2m"], "ends beyond the device"),
+])
+def test_bad_requests_refused(args, message):
+    with FakeServer(size=1 * MiB) as srv:
+        rc, _, err = load(srv, *args, check=False)
+    assert rc == 2 and message in err
+    assert srv.requests(OP_READ) == [] and srv.requests(OP_WRITE) == []
+
+
+def test_text_output():
+    with FakeServer(size=1 * MiB) as srv:
+        r = subprocess.run([str(LOAD), "127.0.0.1", str(srv.port), "--mode", "randread",
+                            "--seconds", "0.3"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 0, r.stderr
+    assert "IOPS" in r.stdout and "p99.9" in r.stdout and "errors 0" in r.stdout
+
+
+def test_no_instance():
+    # nothing listens: INFO is given up on, with a hint
+    import socket
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    r = subprocess.run([str(LOAD), "127.0.0.1", str(port), "--mode", "randread",
+                        "--timeout", "0.01", "--tries", "3"], capture_output=True, text=True,
+                       timeout=30)
+    assert r.returncode == 1 and "no answer" in r.stderr and "unreachable" in r.stderr
