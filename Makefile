@@ -106,8 +106,11 @@ BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
 
-tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp
-	$(CXX) $(CXXFLAGS_USER) -pthread -o $@ $<
+# It speaks the protocol with the core's own codec.
+tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
+		kmod/core/protocol.h kmod/core/types.h
+	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -o $@ tools/netblk-load/netblk_load.cpp \
+		kmod/core/protocol.cpp
 
 bench: bench-module netblkctl load
 	$(PYTHON) ci/bench.py $(BENCH_ARGS)

@@ -55,68 +55,36 @@
 #include <thread>
 #include <vector>
 
+#include "protocol.h"
+
 namespace {
 
-// ---- protocol v1 -------------------------------------------------------------
+// ---- protocol v1: the core's own codec (kmod/core/protocol.h) ---------------
 
-constexpr uint32_t proto_magic = 0x4E424C4B;  // "NBLK"
-constexpr uint8_t proto_version = 1;
-constexpr uint8_t op_info = 1;
-constexpr uint8_t op_read = 2;
-constexpr uint8_t op_write = 3;
-constexpr uint8_t op_reply = 0x80;
-constexpr size_t header_size = 30;
-constexpr size_t info_size = 32;
-constexpr uint16_t status_eagain = EAGAIN;
+using nb::decode_header;
+using nb::encode_header;
+using nb::header;
+using nb::header_size;
+using nb::load_be32;
+using nb::load_be64;
+using nb::op_info;
+using nb::op_read;
+using nb::op_write;
+using nb::proto_magic;
+constexpr uint8_t op_reply = nb::op_reply_bit;
+constexpr size_t info_size = nb::info_payload_size;
+constexpr uint16_t status_eagain = nb::status_eagain;
 
-struct header {
-	uint32_t magic = proto_magic;
-	uint8_t version = proto_version;
-	uint8_t op = 0;
-	uint16_t status = 0;
-	uint64_t handle = 0;
-	uint64_t offset = 0;
-	uint32_t length = 0;
-	uint16_t flags = 0;
-};
-
-void put_be(uint8_t *p, uint64_t v, int bytes)
+/* A request header for @op; the caller fills in handle, offset and length. */
+header request_header(uint8_t op)
 {
-	for (int i = bytes - 1; i >= 0; --i, v >>= 8)
-		p[i] = static_cast<uint8_t>(v);
-}
-
-uint64_t get_be(const uint8_t *p, int bytes)
-{
-	uint64_t v = 0;
-	for (int i = 0; i < bytes; ++i)
-		v = (v << 8) | p[i];
-	return v;
-}
-
-void pack_header(uint8_t *p, const header &h)
-{
-	put_be(p + 0, h.magic, 4);
-	p[4] = h.version;
-	p[5] = h.op;
-	put_be(p + 6, h.status, 2);
-	put_be(p + 8, h.handle, 8);
-	put_be(p + 16, h.offset, 8);
-	put_be(p + 24, h.length, 4);
-	put_be(p + 28, h.flags, 2);
+	return header{proto_magic, nb::proto_version, op, 0, 0, 0, 0, 0};
 }
 
 header unpack_header(const uint8_t *p)
 {
-	header h;
-	h.magic = static_cast<uint32_t>(get_be(p + 0, 4));
-	h.version = p[4];
-	h.op = p[5];
-	h.status = static_cast<uint16_t>(get_be(p + 6, 2));
-	h.handle = get_be(p + 8, 8);
-	h.offset = get_be(p + 16, 8);
-	h.length = static_cast<uint32_t>(get_be(p + 24, 4));
-	h.flags = static_cast<uint16_t>(get_be(p + 28, 2));
+	header h{};
+	decode_header(p, header_size, &h);
 	return h;
 }
 
@@ -386,10 +354,9 @@ instance_info ask_info(const sockaddr_in &addr, const options &o)
 	int fd = open_socket(addr);
 	uint64_t handle = std::random_device{}();
 	uint8_t req[header_size];
-	header h;
-	h.op = op_info;
+	header h = request_header(op_info);
 	h.handle = handle;
-	pack_header(req, h);
+	encode_header(req, h);
 	std::vector<uint8_t> buf(65536);
 	bool refused = false;
 	unsigned busy = 0;
@@ -429,12 +396,12 @@ instance_info ask_info(const sockaddr_in &addr, const options &o)
 				throw usage_error{"INFO reply too short"};
 			const uint8_t *p8 = buf.data() + header_size;
 			instance_info info;
-			info.size = get_be(p8, 8);
-			info.sector_size = static_cast<uint32_t>(get_be(p8 + 8, 4));
-			info.max_io = static_cast<uint32_t>(get_be(p8 + 12, 4));
-			info.max_read = static_cast<uint32_t>(get_be(p8 + 16, 4));
-			info.flags = static_cast<uint32_t>(get_be(p8 + 20, 4));
-			info.slots = static_cast<uint32_t>(get_be(p8 + 24, 4));
+			info.size = load_be64(p8);
+			info.sector_size = load_be32(p8 + 8);
+			info.max_io = load_be32(p8 + 12);
+			info.max_read = load_be32(p8 + 16);
+			info.flags = load_be32(p8 + 20);
+			info.slots = load_be32(p8 + 24);
 			if (!info.sector_size || !info.max_io || !info.max_read)
 				throw usage_error{"INFO reply makes no sense (zero sector size, max_io or max_read)"};
 			return info;
@@ -606,7 +573,7 @@ private:
 		if (nsend_ == batch)
 			flush_sends();
 		const request &r = reqs_[slot];
-		header h;
+		header h = request_header(op_read);
 		h.handle = make_handle(index_, slot, k, r.gen);
 		uint8_t *hdr = &shdr_[nsend_ * header_size];
 		iovec *iov = siov_[nsend_];
@@ -620,11 +587,10 @@ private:
 			iov[1] = {const_cast<uint8_t *>(plan_.payload.data()) + at, h.length};
 			niov = 2;
 		} else {
-			h.op = op_read;
 			h.offset = r.offset;
 			h.length = r.length;
 		}
-		pack_header(hdr, h);
+		encode_header(hdr, h);
 		smsg_[nsend_] = {};
 		smsg_[nsend_].msg_hdr.msg_iov = iov;
 		smsg_[nsend_].msg_hdr.msg_iovlen = niov;
