@@ -56,6 +56,31 @@ static bool netblk_xdp_link_on(struct net_device *nic, struct bpf_link *link)
 	return on;
 }
 
+/* A reference to the link behind @link_fd, if it is @nic's native-mode program. */
+static struct bpf_link *netblk_xdp_take_link(struct net_device *nic, int link_fd,
+					     struct netlink_ext_ack *extack)
+{
+	struct bpf_link *link;
+
+	if (link_fd < 0) {
+		NL_SET_ERR_MSG_FMT(extack, "no netblk XDP program on %s: start instances with netblkctl",
+				   nic->name);
+		return ERR_PTR(-EAGAIN);
+	}
+	link = bpf_link_get_from_fd(link_fd);
+	if (IS_ERR(link)) {
+		NL_SET_ERR_MSG(extack, "the XDP link fd given is not a BPF link");
+		return link;
+	}
+	if (!netblk_xdp_link_on(nic, link)) {
+		bpf_link_put(link);
+		NL_SET_ERR_MSG_FMT(extack, "the XDP link given is not the native-mode program of %s",
+				   nic->name);
+		return ERR_PTR(-EINVAL);
+	}
+	return link;
+}
+
 int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ext_ack *extack)
 {
 	struct net_device *nic = inst->nic;
@@ -69,26 +94,24 @@ int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ex
 		return -EOPNOTSUPP;
 	}
 	x = netblk_xdp_find(nic->ifindex);
-	if (x) {
+	if (x && netblk_xdp_link_on(nic, x->link)) {
 		x->users++;
 		inst->xdp = x;
 		return 0;
 	}
-	if (link_fd < 0) {
-		NL_SET_ERR_MSG_FMT(extack, "no netblk XDP program on %s: start instances with netblkctl",
-				   nic->name);
-		return -EAGAIN;
-	}
-	link = bpf_link_get_from_fd(link_fd);
-	if (IS_ERR(link)) {
-		NL_SET_ERR_MSG(extack, "the XDP link fd given is not a BPF link");
+	/*
+	 * None yet -- or someone detached ours (bpftool link detach): then the
+	 * NIC's instances get the program netblkctl attached anew.
+	 */
+	link = netblk_xdp_take_link(nic, link_fd, extack);
+	if (IS_ERR(link))
 		return PTR_ERR(link);
-	}
-	if (!netblk_xdp_link_on(nic, link)) {
-		bpf_link_put(link);
-		NL_SET_ERR_MSG_FMT(extack, "the XDP link given is not the native-mode program of %s",
-				   nic->name);
-		return -EINVAL;
+	if (x) {
+		bpf_link_put(x->link);
+		x->link = link;
+		x->users++;
+		inst->xdp = x;
+		return 0;
 	}
 	x = kzalloc(sizeof(*x), GFP_KERNEL);
 	if (!x) {

@@ -833,3 +833,18 @@ def test_flood_past_slots_is_busy(netblk):
     # the instance serves normally afterwards
     with client(g, RW) as c:
         assert len(c.read(0, MAX_READ)) == MAX_READ
+
+
+@pytest.mark.skipif(not _BPFTOOL, reason="bpftool is a build dependency (ci/install-deps.sh)")
+def test_program_detached_by_hand_is_attached_again(netblk):
+    """Someone detaches netblk's XDP link (bpftool link detach): the next
+    start attaches the program anew, and every instance on the NIC -- the
+    earlier one too -- is served through it."""
+    g = netblk
+    start(g, P1, RW)
+    link = g.check("bpftool link show | awk -F: '/xdp/ {print $1; exit}'").strip()
+    assert link, g.check("bpftool link show")
+    g.check(f"bpftool link detach id {link}")
+    start(g, P2, RO, "ro")
+    for port in (RW, RO):
+        assert client(g, port).info().slots == 256

@@ -169,6 +169,21 @@ bool resolve_nic(netblk_start_args &args)
 	return false;
 }
 
+// The NIC's other instances, steered again: idempotent, and it matters when
+// the program was attached anew (someone detached the one their ports were
+// steered by, and the module took the new link).
+void resteer_nic(netblk_client &client, nic_xdp &xdp, const netblk_instance &started)
+{
+	std::vector<netblk_instance> insts;
+	if (!client.list(insts).ok())
+		return;
+	for (const netblk_instance &i : insts)
+		if (i.ifindex == started.ifindex && i.port != started.port && i.handoff_ifindex)
+			if (int err = xdp.steer(i.port, i.handoff_ifindex))
+				fprintf(stderr, "netblkctl: cannot steer port %u again: %s\n", i.port,
+					strerror(err));
+}
+
 int cmd_start(const std::vector<std::string_view> &argv)
 {
 	if (argv.size() < 2)
@@ -232,6 +247,7 @@ int cmd_start(const std::vector<std::string_view> &argv)
 			strerror(err));
 		return exit_failed;
 	}
+	resteer_nic(client, xdp, inst);
 	printf("%s\n", format_started(inst).c_str());
 	return finish();
 }
