@@ -61,6 +61,8 @@ struct netblk_stats {
 	uint64_t frames_tx;
 	uint64_t bytes_zerocopy;
 	uint64_t bytes_copied;
+	uint64_t disk_batches;
+	uint64_t tx_batches;
 };
 
 /* What an instance still holds: all zero once it has drained. */

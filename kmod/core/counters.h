@@ -45,6 +45,8 @@ struct worker_counters {
 	u64 frames_tx;
 	u64 bytes_zerocopy;	/* data that reached the disk or NIC in place */
 	u64 bytes_copied;	/* data the CPU had to copy (a fallback path) */
+	u64 disk_batches;	/* submit rounds that sent the disk something */
+	u64 tx_batches;		/* transmits, each one flush */
 };
 
 } /* namespace nb */

@@ -284,6 +284,8 @@ u32 engine::submit()
 		start_io(index);
 		n++;
 	}
+	if (n)
+		add_once(worker_.disk_batches, 1);
 	return n;
 }
 
@@ -353,6 +355,7 @@ u32 engine::reply(u64 now_ns)
 		return reaped;
 
 	u32 sent = netblk_shim_transmit(shim_, batch, n);
+	add_once(worker_.tx_batches, 1);
 	add_once(worker_.frames_tx, sent);
 	add_once(worker_.replies_dropped, n - sent);
 	/* The NIC owns the frames now, sent or freed: the slots are free. */
@@ -449,6 +452,8 @@ void engine::read_stats(netblk_stats *s) const
 	s->frames_tx = read_once(w.frames_tx) + rx_tx;
 	s->bytes_zerocopy = read_once(w.bytes_zerocopy);
 	s->bytes_copied = read_once(w.bytes_copied);
+	s->disk_batches = read_once(w.disk_batches);
+	s->tx_batches = read_once(w.tx_batches);
 }
 
 } /* namespace nb */

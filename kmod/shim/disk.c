@@ -71,7 +71,7 @@ static void netblk_io_end(struct bio *bio)
 		set_bit(NETBLK_IO_ERROR_PENDING, &inst->flags);
 	}
 	netblk_core_complete(inst->core, io->slot, status);
-	wake_up_process(inst->worker);
+	netblk_worker_kick(inst);
 	rcu_read_unlock();
 }
 

@@ -68,6 +68,8 @@ static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *i
 	PUT_STAT(NETBLK_S_FRAMES_TX, frames_tx);
 	PUT_STAT(NETBLK_S_BYTES_ZEROCOPY, bytes_zerocopy);
 	PUT_STAT(NETBLK_S_BYTES_COPIED, bytes_copied);
+	PUT_STAT(NETBLK_S_DISK_BATCHES, disk_batches);
+	PUT_STAT(NETBLK_S_TX_BATCHES, tx_batches);
 #undef PUT_STAT
 	nla_nest_end(skb, nest);
 	return 0;

@@ -64,7 +64,7 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 		netblk_core_rx_sent(inst->core, cpu, sent, nr_replies - sent);
 	}
 	if (queued)
-		wake_up_process(inst->worker);
+		netblk_worker_kick(inst);
 	/* Every frame is ours now: kept, freed or sent. */
 	return n;
 }

@@ -68,6 +68,7 @@ struct netblk_instance {
 	struct netblk_nic_xdp *xdp;	/* the NIC's XDP program, shared */
 	struct net_device *handoff;	/* netblk<port>: where the program steers to */
 	struct task_struct *worker;
+	bool worker_idle;		/* asleep, or about to be: wake it */
 	struct netblk_core *core;
 
 	/* disk.c */
@@ -117,6 +118,7 @@ u32 netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
+void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
 /* xdp.c */

@@ -171,6 +171,33 @@ void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)
 
 /* ---- the thread ---- */
 
+/*
+ * Work was queued for the worker (a ring push, a release): wake it only if
+ * it is going to sleep.  A running worker finds the work on its next round,
+ * and a wakeup it does not need costs its pi_lock on every completion.  The
+ * barrier pairs with the one in netblk_worker_sleep(): either the worker
+ * sees the work, or the producer sees it idle.
+ */
+void netblk_worker_kick(struct netblk_instance *inst)
+{
+	smp_mb();
+	if (READ_ONCE(inst->worker_idle))
+		wake_up_process(inst->worker);
+}
+
+static void netblk_worker_sleep(struct netblk_instance *inst)
+{
+	set_current_state(TASK_INTERRUPTIBLE);
+	WRITE_ONCE(inst->worker_idle, true);
+	smp_mb();
+	if (!netblk_core_has_work(inst->core) && !kthread_should_stop()) {
+		netblk_core_count_sleep(inst->core);
+		schedule();
+	}
+	__set_current_state(TASK_RUNNING);
+	WRITE_ONCE(inst->worker_idle, false);
+}
+
 /* One round: submit under one plug, then answer in one transmit. */
 static bool netblk_worker_round(struct netblk_instance *inst)
 {
@@ -199,7 +226,9 @@ static void netblk_worker_drain(struct netblk_instance *inst)
 		if (!netblk_core_at_disk(inst->core))
 			break;
 		/* a completion wakes us; the timeout only bounds a lost wakeup */
+		WRITE_ONCE(inst->worker_idle, true);
 		schedule_timeout_uninterruptible(msecs_to_jiffies(10));
+		WRITE_ONCE(inst->worker_idle, false);
 	}
 	/* what the disk refused for now in the last round */
 	netblk_core_drop_queued(inst->core);
@@ -236,14 +265,7 @@ static int netblk_worker_fn(void *data)
 		if (netblk_worker_keep_polling(inst, &idle_since))
 			continue;
 		idle_since = 0;
-
-		set_current_state(TASK_INTERRUPTIBLE);
-		if (netblk_core_has_work(inst->core) || kthread_should_stop()) {
-			__set_current_state(TASK_RUNNING);
-			continue;
-		}
-		netblk_core_count_sleep(inst->core);
-		schedule();
+		netblk_worker_sleep(inst);
 	}
 	netblk_worker_drain(inst);
 	return 0;

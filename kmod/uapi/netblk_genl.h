@@ -123,6 +123,8 @@ enum netblk_stat_attr {
 	NETBLK_S_FRAMES_TX,
 	NETBLK_S_BYTES_ZEROCOPY,
 	NETBLK_S_BYTES_COPIED,
+	NETBLK_S_DISK_BATCHES,	/* plugs that sent bios: bios / this = a batch */
+	NETBLK_S_TX_BATCHES,	/* transmits of replies: frames_tx / this */
 	NETBLK_S_PAD,		/* padding of the u64 attributes: skip it */
 	__NETBLK_S_MAX,
 };

@@ -92,6 +92,8 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_FRAMES_TX, "frames_tx"},
 	{NETBLK_S_BYTES_ZEROCOPY, "bytes_zerocopy"},
 	{NETBLK_S_BYTES_COPIED, "bytes_copied"},
+	{NETBLK_S_DISK_BATCHES, "disk_batches"},
+	{NETBLK_S_TX_BATCHES, "tx_batches"},
 };
 static_assert(std::size(stat_names) == NETBLK_S_PAD - 1,
 	      "a new counter in enum netblk_stat_attr needs a JSON name here");
@@ -313,6 +315,8 @@ std::string format_instance_text(const netblk_instance &inst)
 	o << "  data in place " << format_size(st(NETBLK_S_BYTES_ZEROCOPY)) << ", copied "
 	  << format_size(st(NETBLK_S_BYTES_COPIED)) << ", frames in " << st(NETBLK_S_FRAMES_RX)
 	  << ", out " << st(NETBLK_S_FRAMES_TX) << "\n";
+	o << "  batches: " << st(NETBLK_S_DISK_BATCHES) << " to the disk, "
+	  << st(NETBLK_S_TX_BATCHES) << " transmits to the NIC\n";
 	return o.str();
 }
 

@@ -93,7 +93,7 @@ std::string format_instance_text(const netblk_instance &inst);
 //            inflight_done, reads, read_bytes, writes, write_bytes, flushes,
 //            fua_writes, io_errors, disk_busy, replies_dropped,
 //            worker_sleeps, frames_rx, frames_tx, bytes_zerocopy,
-//            bytes_copied },
+//            bytes_copied, disk_batches, tx_batches },
 //   latency: null, or { count, max_ns, p50_us, p99_us, p999_us,
 //            linear_limit, sub_buckets, buckets: [[index, count], ...] }
 std::string format_instances_json(const std::vector<netblk_instance> &insts);

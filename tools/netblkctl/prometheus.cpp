@@ -44,6 +44,10 @@ constexpr counter_metric counters[] = {
 	 "Data bytes that reached the disk or the NIC in place, without a copy."},
 	{NETBLK_S_BYTES_COPIED, "netblk_copied_bytes_total",
 	 "Data bytes the CPU had to copy (a fallback path)."},
+	{NETBLK_S_DISK_BATCHES, "netblk_disk_batches_total",
+	 "Worker rounds that submitted bios under one plug."},
+	{NETBLK_S_TX_BATCHES, "netblk_transmits_total",
+	 "Transmits of replies to the NIC, each with one flush."},
 };
 
 struct stage_gauge {

@@ -286,18 +286,22 @@ void check_text()
 		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, I/O errors 0\n"
 		 "  disk busy 369 times, replies dropped 0, worker slept 192176 times\n"
 		 "  service time us (arrival to reply): n/a\n"
-		 "  data in place 0 B, copied 0 B, frames in 0, out 0\n",
+		 "  data in place 0 B, copied 0 B, frames in 0, out 0\n"
+		 "  batches: 0 to the disk, 0 transmits to the NIC\n",
 		 "list text");
 	netblk_instance l = example();
 	l.latency = sparse_of(*small_histogram());
 	l.stats[NETBLK_S_BYTES_ZEROCOPY] = 747 * MiB;
 	l.stats[NETBLK_S_FRAMES_RX] = 1246965;
 	l.stats[NETBLK_S_FRAMES_TX] = 1246965;
+	l.stats[NETBLK_S_DISK_BATCHES] = 40000;
+	l.stats[NETBLK_S_TX_BATCHES] = 50000;
 	std::string t = format_instance_text(l);
 	check(t.ends_with("  disk busy 369 times, replies dropped 0, worker slept 192176 times\n"
 			  "  service time us (arrival to reply): p50 75.3, p99 225076.2, p99.9"
 			  " 225757.1, max 225757.1\n"
-			  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"),
+			  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"
+			  "  batches: 40000 to the disk, 50000 transmits to the NIC\n"),
 	      "list text with latency and zero-copy lines");
 	l.latency = {};
 	l.latency.present = true;
@@ -322,9 +326,9 @@ void check_json()
 			    "\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
 			    "\"max_io\": 1024, \"slots\": 256, \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
-	check(j.find("\"bytes_copied\": 0}, \"latency\": null},\n  {") != std::string::npos,
+	check(j.find("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0}, \"latency\": null},\n  {") != std::string::npos,
 	      "json separator");
-	check(j.ends_with("\"bytes_copied\": 0}, \"latency\": null}\n]\n"), "json tail");
+	check(j.ends_with("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0}, \"latency\": null}\n]\n"), "json tail");
 	check(valid_json(j), "json list parses");
 
 	netblk_instance l = example();
