@@ -146,16 +146,17 @@ def extract_json(text: str) -> dict:
 # the three systems
 # --------------------------------------------------------------------------
 class Bench:
-    def __init__(self, g: Guest, seconds: float):
+    def __init__(self, g: Guest, seconds: float, poll_us: int = 0):
         self.g = g
         self.seconds = seconds
+        self.poll_us = poll_us
         self.local_engine = "io_uring"
         self.local_overhead_j = None
 
     # ---- netblk
     def netblk_setup(self) -> None:
         self.g.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
-        self.g.check(f"netblkctl start {DEV} {NETBLK_PORT}")
+        self.g.check(f"netblkctl start {DEV} {NETBLK_PORT} poll={self.poll_us}")
         log(self.g.check("netblkctl list"))
 
     def netblk_run(self, workload: str, size: int, window: int) -> dict:
@@ -329,6 +330,8 @@ def main() -> int:
     ap.add_argument("--host-rmem", type=int, default=0, metavar="BYTES",
                     help="set this host's net.core.rmem_default to BYTES while the guest runs "
                          "(QEMU user-net's UDP socket gets it; restored after); 0: leave it")
+    ap.add_argument("--poll", type=int, default=0, metavar="US",
+                    help="the netblk instance's poll= (0: the worker sleeps when idle)")
     a = ap.parse_args()
 
     sizes = [parse_size(s) for s in a.sizes.split(",")]
@@ -382,7 +385,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
     with Guest("bench", forwards=[("udp", 0, NETBLK_PORT), ("tcp", 0, NBD_PORT)],
                extra_programs=programs, require_project="netblk" in systems,
                memory=a.memory) as g:
-        b = Bench(g, a.seconds)
+        b = Bench(g, a.seconds, a.poll)
         guest_cpus = int(g.check("grep -c '^processor' /proc/cpuinfo").strip())
         for system in SYSTEMS:
             if system not in systems:
@@ -444,6 +447,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
         "failures": failures,
         "meta": {
             "seconds_per_run": a.seconds,
+            "netblk_poll_us": a.poll,
             "device": DEV, "device_bytes": DEV_SIZE,
             "guest": f"QEMU TCG, {guest_cpus} vCPUs, {a.memory} MiB",
             "host": platform.node(), "host_cpus": os.cpu_count(),
