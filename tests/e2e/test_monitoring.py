@@ -177,3 +177,37 @@ def test_client_bench_reports_percentiles(netblk):
     lat = r["latency_us"]
     assert 0 < lat["p50"] <= lat["p99"] <= lat["p99.9"] <= lat["max"], r
     assert listing(g)[7000]["stats"]["reads"] >= r["ops"]
+
+
+def test_disk_errors_are_answered_counted_and_announced(netblk):
+    """null_blk's bad blocks fail reads of sectors 0-7: the chunk is answered
+    EIO, the rest of the READ is served, io_errors counts it, and watch gets
+    one I/O error event (they are rate limited to one a second)."""
+    g = netblk
+    d = "/sys/kernel/config/nullb/nberr"
+    g.check("modprobe null_blk nr_devices=0 && "
+            "(grep -q configfs /proc/mounts || mount -t configfs none /sys/kernel/config) && "
+            f"mkdir {d} && echo 16 > {d}/size && echo 1 > {d}/memory_backed && "
+            f"echo 1 > {d}/power && echo '+0-7' > {d}/badblocks")
+    try:
+        start(g, "/dev/nberr", 7000, "ro")
+        g.check("(netblkctl watch --json --interval 5 --count 2 > /tmp/watch-err.out 2>&1 &) ; sleep 1")
+        c = client(g)
+        r = c.request(nbc.OP_READ, 0, 2048)
+        by_offset = {ch.offset: ch for ch in r.chunks}
+        assert by_offset[0].status == 5 and by_offset[0].data == b"", r.chunks
+        assert by_offset[1024].status == 5
+        ok = c.request(nbc.OP_READ, 4096, 1024)
+        assert ok.status == 0 and len(ok.data) == 1024
+        for _ in range(3):
+            c.request(nbc.OP_READ, 0, 512)
+        s = listing(g)[7000]["stats"]
+        assert s["io_errors"] == 2 + 3, s
+        g.check("sleep 2")
+        events = [json.loads(l) for l in g.check("cat /tmp/watch-err.out").splitlines() if l.strip()]
+        errors = [e for e in events if e["type"] == "event" and e["event"] == "io_error"]
+        assert 1 <= len(errors) <= 3, events
+        assert errors[0]["port"] == 7000 and "/dev/nberr" in errors[0]["message"], errors
+    finally:
+        g.run("netblkctl stop all; sleep 0.5")
+        g.run(f"echo 0 > {d}/power; rmdir {d}; rmmod null_blk")
