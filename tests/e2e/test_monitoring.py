@@ -211,3 +211,22 @@ def test_disk_errors_are_answered_counted_and_announced(netblk):
     finally:
         g.run("netblkctl stop all; sleep 0.5")
         g.run(f"echo 0 > {d}/power; rmdir {d}; rmmod null_blk")
+
+
+def test_nic_removed_under_the_instance(netblk):
+    """The NIC's driver goes (rmmod virtio_net): the instances on it stop,
+    releasing the NIC so that its unregistration completes, and say why."""
+    g = netblk
+    start(g, P1, 7000)
+    start(g, P2, 7001, "ro")
+    try:
+        g.check("rmmod virtio_net", timeout=60)
+        assert listing(g) == {}
+        d = g.dmesg()
+        assert "stopped serving /dev/nvme0n1p1 on port 7000: eth0" in d, d[-2000:]
+        assert g.check("cat /sys/module/netblk/parameters/leaked_slots").strip() == "0"
+    finally:
+        g.run("modprobe virtio_net; sleep 1; ip link set eth0 up; "
+              "ip addr add 10.0.2.15/24 dev eth0; ip route add default via 10.0.2.2; sleep 1")
+    start(g, P1, 7000)
+    assert client(g).info().size == 256 << 20
