@@ -332,6 +332,8 @@ def main() -> int:
                          "(QEMU user-net's UDP socket gets it; restored after); 0: leave it")
     ap.add_argument("--poll", type=int, default=0, metavar="US",
                     help="the netblk instance's poll= (0: the worker sleeps when idle)")
+    ap.add_argument("--cmdline", default="", metavar="ARGS",
+                    help="more guest kernel arguments, e.g. nvme.poll_queues=1")
     a = ap.parse_args()
 
     sizes = [parse_size(s) for s in a.sizes.split(",")]
@@ -384,7 +386,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
     failures: list[str] = []
     with Guest("bench", forwards=[("udp", 0, NETBLK_PORT), ("tcp", 0, NBD_PORT)],
                extra_programs=programs, require_project="netblk" in systems,
-               memory=a.memory) as g:
+               memory=a.memory, cmdline=a.cmdline) as g:
         b = Bench(g, a.seconds, a.poll)
         guest_cpus = int(g.check("grep -c '^processor' /proc/cpuinfo").strip())
         for system in SYSTEMS:
@@ -448,6 +450,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
         "meta": {
             "seconds_per_run": a.seconds,
             "netblk_poll_us": a.poll,
+            "guest_cmdline": a.cmdline,
             "device": DEV, "device_bytes": DEV_SIZE,
             "guest": f"QEMU TCG, {guest_cpus} vCPUs, {a.memory} MiB",
             "host": platform.node(), "host_cpus": os.cpu_count(),

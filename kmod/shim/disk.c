@@ -35,6 +35,13 @@ int netblk_disk_init(struct netblk_instance *inst)
 	 * worker goes on answering.  Only where the device supports it.
 	 */
 	inst->nowait = bdev_nowait(file_bdev(inst->bdev_file));
+	/*
+	 * With poll= and a device that has polled queues (NVMe with
+	 * nvme.poll_queues), the worker, which spins anyway, reaps
+	 * completions itself: no interrupt, no wakeup.
+	 */
+	inst->polled = inst->poll_us &&
+		       (bdev_get_queue(file_bdev(inst->bdev_file))->limits.features & BLK_FEAT_POLL);
 	return 0;
 }
 
@@ -97,6 +104,8 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 	}
 	if (inst->nowait)
 		opf |= REQ_NOWAIT;
+	if (inst->polled)
+		opf |= REQ_POLLED;
 
 	bio_init(bio, file_bdev(inst->bdev_file), &io->bvec, 1, opf);
 	if (data) {
@@ -112,5 +121,16 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 	bio->bi_end_io = netblk_io_end;
 	bio->bi_private = io;
 	submit_bio(bio);
+	inst->poll_slot = slot;
 	return 0;
+}
+
+/*
+ * Reap polled completions: polling any bio of the queue reaps all of the
+ * queue's, so the last one submitted will do -- even once it has completed,
+ * its cookie still names the queue, and its memory stays the instance's.
+ */
+void netblk_disk_poll(struct netblk_instance *inst)
+{
+	bio_poll(&inst->ios[inst->poll_slot].bio, NULL, 0);
 }

@@ -74,6 +74,8 @@ struct netblk_instance {
 	/* disk.c */
 	struct netblk_io *ios;		/* a bio a slot */
 	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */
+	bool polled;			/* REQ_POLLED: completions are polled, not interrupts */
+	u32 poll_slot;			/* worker only: a slot whose bio went last */
 
 	/* worker.c: the slots' frame buffers */
 	struct page **pages;
@@ -112,6 +114,7 @@ void netblk_handoff_destroy(struct netblk_instance *inst);
 /* disk.c */
 int netblk_disk_init(struct netblk_instance *inst);
 void netblk_disk_exit(struct netblk_instance *inst);
+void netblk_disk_poll(struct netblk_instance *inst);
 
 /* worker.c */
 u32 netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);

@@ -190,6 +190,14 @@ static void netblk_worker_sleep(struct netblk_instance *inst)
 	set_current_state(TASK_INTERRUPTIBLE);
 	WRITE_ONCE(inst->worker_idle, true);
 	smp_mb();
+	/* polled completions come only when polled: no sleeping on them */
+	if (inst->polled && netblk_core_at_disk(inst->core)) {
+		__set_current_state(TASK_RUNNING);
+		WRITE_ONCE(inst->worker_idle, false);
+		netblk_disk_poll(inst);
+		cond_resched();
+		return;
+	}
 	if (!netblk_core_has_work(inst->core) && !kthread_should_stop()) {
 		netblk_core_count_sleep(inst->core);
 		schedule();
@@ -225,6 +233,11 @@ static void netblk_worker_drain(struct netblk_instance *inst)
 		netblk_core_reply(inst->core, ktime_get_ns());
 		if (!netblk_core_at_disk(inst->core))
 			break;
+		if (inst->polled) {
+			netblk_disk_poll(inst);
+			cond_resched();
+			continue;
+		}
 		/* a completion wakes us; the timeout only bounds a lost wakeup */
 		WRITE_ONCE(inst->worker_idle, true);
 		schedule_timeout_uninterruptible(msecs_to_jiffies(10));
@@ -245,6 +258,8 @@ static bool netblk_worker_keep_polling(struct netblk_instance *inst, u64 *idle_s
 		*idle_since = now;
 	if (now - *idle_since >= (u64)inst->poll_us * NSEC_PER_USEC)
 		return false;
+	if (inst->polled && netblk_core_at_disk(inst->core))
+		netblk_disk_poll(inst);
 	cond_resched();
 	cpu_relax();
 	return true;
