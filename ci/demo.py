@@ -26,10 +26,10 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from guest import BUILD, ROOT, Guest, GuestError, run_on_socket  # noqa: E402
+from guest import BUILD, ROOT, SOCKETS, Guest, GuestError, run_on_socket  # noqa: E402
 
 NAME = "demo"
-EXEC_SOCK = BUILD / f"{NAME}.agent2.sock"
+EXEC_SOCK = SOCKETS / f"{NAME}.agent2.sock"
 PIDFILE = BUILD / f"{NAME}.pid"
 
 

@@ -28,7 +28,9 @@ Guest devices (fixed, checked at every boot):
                  from 10.0.2.2.
   /dev/virtio-ports/netblk.agent, netblk.agent2   the command agents; the
                  host ends are build/guest/<name>.agent.sock and
-                 <name>.agent2.sock.  Independent of eth0.
+                 <name>.agent2.sock (under /tmp/netblk-<hash>/ when the
+                 checkout's path is too long for a Unix socket).
+                 Independent of eth0.
   Tools: busybox (all applets), netblkctl in /usr/sbin, netblk.ko as
   /lib/modules/$REL/extra/netblk.ko (`modprobe netblk`), nbudp (UDP
   listen/send helper; busybox nc here has no -u), modules virtio_net,
@@ -74,6 +76,14 @@ BUILD = ROOT / "build" / "guest"
 KERNEL = ROOT / "build" / "kernel"
 NETBLK_KO = ROOT / "kmod" / "netblk.ko"
 NETBLKCTL = ROOT / "tools" / "netblkctl" / "netblkctl"
+
+# A Unix socket's path must fit sun_path (108 bytes): from a deep checkout the
+# agent sockets go to a short directory of this checkout's own under /tmp.
+SOCKETS = BUILD
+if len(str(BUILD)) > 60:
+    import hashlib
+    import tempfile
+    SOCKETS = Path(tempfile.gettempdir()) / ("netblk-" + hashlib.sha1(str(ROOT).encode()).hexdigest()[:12])
 
 DISK_SIZE = 512 << 20
 DISK_P1_SECTORS = (256 << 20) // 512
@@ -319,8 +329,9 @@ class Guest:
         self.disks = (BUILD / f"{name}.nvme0.img", BUILD / f"{name}.nvme1.img")
         self.console_log = BUILD / f"console-{name}.log"
         self.qemu_log = BUILD / f"qemu-{name}.log"
-        self.agent_sock = BUILD / f"{name}.agent.sock"
-        self.agent2_sock = BUILD / f"{name}.agent2.sock"
+        SOCKETS.mkdir(parents=True, exist_ok=True)
+        self.agent_sock = SOCKETS / f"{name}.agent.sock"
+        self.agent2_sock = SOCKETS / f"{name}.agent2.sock"
         self.proc: subprocess.Popen | None = None
         self.agent: Agent | None = None
         self.broken: str | None = None
