@@ -848,3 +848,23 @@ def test_program_detached_by_hand_is_attached_again(netblk):
     start(g, P2, RO, "ro")
     for port in (RW, RO):
         assert client(g, port).info().slots == 256
+
+
+def test_smaller_mtu_carries_less_a_datagram(netblk):
+    """mtu=576: whole sectors behind 58 bytes of headers is one 512-byte
+    sector a datagram; a WRITE of more is refused EMSGSIZE (it arrives whole
+    here: the path's MTU is 1500), and reads come back in 512-byte chunks."""
+    g = netblk
+    start(g, P1, RW, "mtu=576")
+    c = client(g, RW)
+    info = c.info()
+    assert (info.max_io, info.max_read) == (512, 8192), info
+    assert instances(g)[RW]["mtu"] == 576
+    data = os.urandom(8192)
+    c.write(4096, data)
+    r = c.request(OP_READ, 4096, 8192)
+    assert r.status == 0 and r.data == data
+    assert len(r.chunks) == 16 and all(ch.length == 512 for ch in r.chunks)
+    big = c.request(OP_WRITE, 0, 1024, payload=os.urandom(1024))
+    assert big.status == errno.EMSGSIZE, big
+    assert guest_md5(g, P1, 4096, 8192) == md5(data)
