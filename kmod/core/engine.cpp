@@ -266,7 +266,7 @@ u32 engine::submit()
 	/*
 	 * What the disk refused for now goes first, once it has finished
 	 * something since (or has nothing at all): trying sooner would only
-	 * be refused again.
+	 * be refused again, in a loop as fast as the refusals come.
 	 */
 	if (retry_count_ && (retry_now_ || at_disk() == 0)) {
 		u32 count = retry_count_;
@@ -313,6 +313,7 @@ u32 engine::reply(u64 now_ns)
 {
 	netblk_tx batch[NETBLK_TX_BATCH];
 	u32 n = 0, reaped = 0, index;
+	bool disk_freed = false;	/* the disk finished something: room again */
 
 	while (n < NETBLK_TX_BATCH && completions_.pop(&index)) {
 		slot &s = slots_[index];
@@ -323,6 +324,7 @@ u32 engine::reply(u64 now_ns)
 			retry_later(index);
 			continue;
 		}
+		disk_freed = true;
 
 		u32 data_len = 0;
 		if (s.status == status_ok && s.request.op == op_read)
@@ -349,7 +351,7 @@ u32 engine::reply(u64 now_ns)
 		hist_.record(now_ns > s.arrival_ns ? now_ns - s.arrival_ns : 0);
 		n++;
 	}
-	if (reaped)
+	if (disk_freed)
 		retry_now_ = true;
 	if (n == 0)
 		return reaped;

@@ -16,6 +16,13 @@ void netblk_instance::finish_ios()
 	}
 }
 
+void netblk_instance::finish_newest()
+{
+	fake_io io = pending.back();
+	pending.pop_back();
+	netblk_core_complete(core, io.slot, io.status);
+}
+
 netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask)
 {
 	auto *inst = new netblk_instance;
@@ -58,6 +65,7 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 {
 	uint16_t status = nb::status_ok;
 
+	inst->submissions++;
 	if (inst->disk_refusals > 0) {
 		inst->disk_refusals--;
 		status = NETBLK_IO_AGAIN;

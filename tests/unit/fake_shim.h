@@ -33,6 +33,8 @@ struct netblk_instance {
 	uint64_t fua_writes = 0, flushes = 0;
 
 	void finish_ios();
+	void finish_newest();		/* only the last one submitted */
+	uint64_t submissions = 0;
 };
 
 /* An instance's core on a fake disk of @disk_size bytes, 512-byte sectors, mtu 1500. */

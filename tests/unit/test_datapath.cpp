@@ -271,6 +271,35 @@ TEST_F(instance_fixture, DiskBusyIsRetriedNotFailed)
 	expect_nothing_held();
 }
 
+TEST_F(instance_fixture, DiskBusyWaitsForTheDiskToFinishSomething)
+{
+	inst->complete_at_once = false;
+	receive(to_server(write_request(0, pattern(512, 1), 1)));
+	netblk_core_submit(inst->core);			/* A: at the disk */
+	inst->disk_refusals = 1;
+	receive(to_server(write_request(512, pattern(512, 2), 2)));
+	netblk_core_submit(inst->core);			/* B: refused for now */
+	inst->finish_newest();
+	netblk_core_reply(inst->core, now);
+	EXPECT_EQ(stats().disk_busy, 1u);
+
+	/* Trying B again before A is done would only be refused again. */
+	EXPECT_FALSE(netblk_core_has_work(inst->core));
+	uint64_t submissions = inst->submissions;
+	netblk_core_submit(inst->core);
+	EXPECT_EQ(inst->submissions, submissions);
+
+	inst->finish_ios();				/* A done: room again */
+	netblk_core_reply(inst->core, now);
+	EXPECT_TRUE(netblk_core_has_work(inst->core));
+	netblk_core_submit(inst->core);
+	EXPECT_EQ(inst->submissions, submissions + 1);
+	inst->finish_ios();
+	netblk_core_reply(inst->core, now);
+	EXPECT_EQ(inst->sent.size(), 2u);
+	expect_nothing_held();
+}
+
 TEST_F(instance_fixture, DiskErrorsAnswerEioPerChunk)
 {
 	inst->fail_io = true;
