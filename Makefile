@@ -84,7 +84,8 @@ check: deps
 	$(MAKE) unit
 	$(MAKE) e2e
 
-demo: bench-module netblkctl
+demo: deps
+	$(MAKE) bench-module netblkctl
 	$(PYTHON) ci/demo.py --port $(PORT)
 
 demo-exec:
@@ -112,5 +113,6 @@ tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/proto
 	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -o $@ tools/netblk-load/netblk_load.cpp \
 		kmod/core/protocol.cpp
 
-bench: bench-module netblkctl load
+bench: deps
+	$(MAKE) bench-module netblkctl load
 	$(PYTHON) ci/bench.py $(BENCH_ARGS)
