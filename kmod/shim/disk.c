@@ -51,13 +51,16 @@ void netblk_disk_exit(struct netblk_instance *inst)
 	inst->ios = NULL;
 }
 
+/* The reply's status: a Linux errno value, positive, as the wire carries it. */
+#define NETBLK_STATUS_EIO 5
+
 static u16 netblk_io_status(blk_status_t status)
 {
 	if (status == BLK_STS_OK)
 		return 0;
 	if (status == BLK_STS_AGAIN || status == BLK_STS_RESOURCE)
 		return NETBLK_IO_AGAIN;
-	return EIO;
+	return NETBLK_STATUS_EIO;
 }
 
 /*

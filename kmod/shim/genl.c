@@ -35,42 +35,54 @@ static const struct genl_multicast_group netblk_mcgrps[] = {
 
 /* ---- messages ---- */
 
+/* Each counter of struct netblk_stats and its attribute in NETBLK_A_STATS. */
+static const struct {
+	u16 attr;
+	u16 offset;
+} netblk_stat_fields[] = {
+	{ NETBLK_S_REQUESTS, offsetof(struct netblk_stats, requests) },
+	{ NETBLK_S_BAD, offsetof(struct netblk_stats, bad) },
+	{ NETBLK_S_REFUSED, offsetof(struct netblk_stats, refused) },
+	{ NETBLK_S_BUSY, offsetof(struct netblk_stats, busy) },
+	{ NETBLK_S_INFLIGHT_QUEUED, offsetof(struct netblk_stats, inflight_queued) },
+	{ NETBLK_S_INFLIGHT_DISK, offsetof(struct netblk_stats, inflight_disk) },
+	{ NETBLK_S_INFLIGHT_DONE, offsetof(struct netblk_stats, inflight_done) },
+	{ NETBLK_S_READS, offsetof(struct netblk_stats, reads) },
+	{ NETBLK_S_READ_BYTES, offsetof(struct netblk_stats, read_bytes) },
+	{ NETBLK_S_WRITES, offsetof(struct netblk_stats, writes) },
+	{ NETBLK_S_WRITE_BYTES, offsetof(struct netblk_stats, write_bytes) },
+	{ NETBLK_S_FLUSHES, offsetof(struct netblk_stats, flushes) },
+	{ NETBLK_S_FUA_WRITES, offsetof(struct netblk_stats, fua_writes) },
+	{ NETBLK_S_IO_ERRORS, offsetof(struct netblk_stats, io_errors) },
+	{ NETBLK_S_DISK_BUSY, offsetof(struct netblk_stats, disk_busy) },
+	{ NETBLK_S_REPLIES_DROPPED, offsetof(struct netblk_stats, replies_dropped) },
+	{ NETBLK_S_WORKER_SLEEPS, offsetof(struct netblk_stats, worker_sleeps) },
+	{ NETBLK_S_FRAMES_RX, offsetof(struct netblk_stats, frames_rx) },
+	{ NETBLK_S_FRAMES_TX, offsetof(struct netblk_stats, frames_tx) },
+	{ NETBLK_S_BYTES_ZEROCOPY, offsetof(struct netblk_stats, bytes_zerocopy) },
+	{ NETBLK_S_BYTES_COPIED, offsetof(struct netblk_stats, bytes_copied) },
+	{ NETBLK_S_DISK_BATCHES, offsetof(struct netblk_stats, disk_batches) },
+	{ NETBLK_S_TX_BATCHES, offsetof(struct netblk_stats, tx_batches) },
+};
+
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
 {
 	struct netblk_stats s;
 	struct nlattr *nest;
+	unsigned int i;
 
+	/* every counter but the padding attribute has its row */
+	BUILD_BUG_ON(ARRAY_SIZE(netblk_stat_fields) != NETBLK_S_PAD - 1);
 	netblk_core_read_stats(inst->core, &s);
 	nest = nla_nest_start(skb, NETBLK_A_STATS);
 	if (!nest)
 		return -EMSGSIZE;
-#define PUT_STAT(attr, field) \
-	if (nla_put_u64_64bit(skb, attr, s.field, NETBLK_S_PAD)) \
-		goto cancel
-	PUT_STAT(NETBLK_S_REQUESTS, requests);
-	PUT_STAT(NETBLK_S_BAD, bad);
-	PUT_STAT(NETBLK_S_REFUSED, refused);
-	PUT_STAT(NETBLK_S_BUSY, busy);
-	PUT_STAT(NETBLK_S_INFLIGHT_QUEUED, inflight_queued);
-	PUT_STAT(NETBLK_S_INFLIGHT_DISK, inflight_disk);
-	PUT_STAT(NETBLK_S_INFLIGHT_DONE, inflight_done);
-	PUT_STAT(NETBLK_S_READS, reads);
-	PUT_STAT(NETBLK_S_READ_BYTES, read_bytes);
-	PUT_STAT(NETBLK_S_WRITES, writes);
-	PUT_STAT(NETBLK_S_WRITE_BYTES, write_bytes);
-	PUT_STAT(NETBLK_S_FLUSHES, flushes);
-	PUT_STAT(NETBLK_S_FUA_WRITES, fua_writes);
-	PUT_STAT(NETBLK_S_IO_ERRORS, io_errors);
-	PUT_STAT(NETBLK_S_DISK_BUSY, disk_busy);
-	PUT_STAT(NETBLK_S_REPLIES_DROPPED, replies_dropped);
-	PUT_STAT(NETBLK_S_WORKER_SLEEPS, worker_sleeps);
-	PUT_STAT(NETBLK_S_FRAMES_RX, frames_rx);
-	PUT_STAT(NETBLK_S_FRAMES_TX, frames_tx);
-	PUT_STAT(NETBLK_S_BYTES_ZEROCOPY, bytes_zerocopy);
-	PUT_STAT(NETBLK_S_BYTES_COPIED, bytes_copied);
-	PUT_STAT(NETBLK_S_DISK_BATCHES, disk_batches);
-	PUT_STAT(NETBLK_S_TX_BATCHES, tx_batches);
-#undef PUT_STAT
+	for (i = 0; i < ARRAY_SIZE(netblk_stat_fields); i++) {
+		const u64 *value = (const void *)&s + netblk_stat_fields[i].offset;
+
+		if (nla_put_u64_64bit(skb, netblk_stat_fields[i].attr, *value, NETBLK_S_PAD))
+			goto cancel;
+	}
 	nla_nest_end(skb, nest);
 	return 0;
 

@@ -180,7 +180,7 @@ void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)
  */
 void netblk_worker_kick(struct netblk_instance *inst)
 {
-	smp_mb();
+	smp_mb();	/* the push before, worker_idle after: see above */
 	if (READ_ONCE(inst->worker_idle))
 		wake_up_process(inst->worker);
 }
@@ -189,7 +189,7 @@ static void netblk_worker_sleep(struct netblk_instance *inst)
 {
 	set_current_state(TASK_INTERRUPTIBLE);
 	WRITE_ONCE(inst->worker_idle, true);
-	smp_mb();
+	smp_mb();	/* worker_idle before, the rings after: pairs with the kick */
 	/* polled completions come only when polled: no sleeping on them */
 	if (inst->polled && netblk_core_at_disk(inst->core)) {
 		__set_current_state(TASK_RUNNING);

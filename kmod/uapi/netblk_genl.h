@@ -68,14 +68,18 @@ enum netblk_attr {
 	NETBLK_A_MESSAGE,	/* string: human-readable detail of an event */
 	NETBLK_A_STATS,		/* nested: enum netblk_stat_attr */
 	NETBLK_A_PAD,		/* padding of the u64 attributes: skip it */
-	NETBLK_A_XDP_LINK_FD,	/* u32: START, an fd of a BPF link attaching
-				 * bpf/netblk.bpf.c to the NIC in native mode,
-				 * when the NIC has no netblk program yet; the
-				 * module holds it until the NIC's last
-				 * instance stops, so the program goes with it */
-	NETBLK_A_HANDOFF_IFINDEX, /* u32: the instance's own net device
-				 * (netblk<port>); the XDP program's
-				 * netblk_ports devmap maps the port to it */
+	/*
+	 * u32, START: an fd of a BPF link attaching bpf/netblk.bpf.c to the
+	 * NIC in native mode, when the NIC has no netblk program yet.  The
+	 * module holds it until the NIC's last instance stops, so the program
+	 * goes with it.
+	 */
+	NETBLK_A_XDP_LINK_FD,
+	/*
+	 * u32: the instance's own net device (netblk<port>); the XDP
+	 * program's netblk_ports devmap maps the port to it.
+	 */
+	NETBLK_A_HANDOFF_IFINDEX,
 	NETBLK_A_LATENCY,	/* nested: enum netblk_latency_attr (LIST) */
 	__NETBLK_A_MAX,
 };
@@ -85,8 +89,8 @@ enum netblk_event {
 	NETBLK_EVENT_STARTED = 1,
 	NETBLK_EVENT_STOPPED,	/* REASON says why; MESSAGE the details */
 	NETBLK_EVENT_FAILED,	/* a START refused: ERRNO, MESSAGE (the extack) */
-	NETBLK_EVENT_IO_ERROR,	/* the disk failed a request: ERRNO, MESSAGE;
-				 * at most one a second an instance */
+	/* the disk failed a request: ERRNO, MESSAGE; at most one a second */
+	NETBLK_EVENT_IO_ERROR,
 };
 
 enum netblk_stop_reason {
