@@ -415,8 +415,10 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	if (err)
 		goto fail;
 	err = netblk_disk_init(inst);
-	if (err)
+	if (err) {
+		NL_SET_ERR_MSG(extack, "out of memory for the instance's bios");
 		goto fail;
+	}
 	err = netblk_buffers_init(inst);
 	if (err) {
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's frame buffers");
