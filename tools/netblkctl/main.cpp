@@ -292,6 +292,19 @@ void print_list(const std::vector<netblk_instance> &insts, bool json)
 		fputs(format_instance_text(inst).c_str(), stdout);
 }
 
+// Every instance, as LIST dumps them; 0, or the exit status of the failure
+// (already reported).
+int dump_instances(std::vector<netblk_instance> &insts)
+{
+	netblk_client client;
+	int rc;
+	if (!connect(client, rc))
+		return rc;
+	if (nl_status st = client.list(insts); !st.ok())
+		return failed(st);
+	return 0;
+}
+
 int cmd_list(const std::vector<std::string_view> &argv)
 {
 	bool json = false;
@@ -301,13 +314,9 @@ int cmd_list(const std::vector<std::string_view> &argv)
 		json = true;
 	}
 
-	netblk_client client;
-	int rc;
-	if (!connect(client, rc))
-		return rc;
 	std::vector<netblk_instance> insts;
-	if (nl_status st = client.list(insts); !st.ok())
-		return failed(st);
+	if (int rc = dump_instances(insts))
+		return rc;
 	print_list(insts, json);
 	return finish();
 }
@@ -317,13 +326,9 @@ int cmd_stats(const std::vector<std::string_view> &argv)
 	if (argv.size() != 1 || argv[0] != "--prometheus")
 		return usage_error("stats needs --prometheus");
 
-	netblk_client client;
-	int rc;
-	if (!connect(client, rc))
-		return rc;
 	std::vector<netblk_instance> insts;
-	if (nl_status st = client.list(insts); !st.ok())
-		return failed(st);
+	if (int rc = dump_instances(insts))
+		return rc;
 	fputs(format_prometheus(insts).c_str(), stdout);
 	return finish();
 }
