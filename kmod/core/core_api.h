@@ -23,6 +23,19 @@ extern "C" {
 struct netblk_core;
 struct netblk_instance;		/* the shim's; passed back to shim functions */
 
+/* Why a frame is dropped unanswered: nb::drop_reason (protocol.h), for C. */
+enum netblk_drop_reason {
+	NETBLK_DROP_MALFORMED,
+	NETBLK_DROP_FRAGMENT,
+	NETBLK_DROP_MULTIBUFFER,
+	NETBLK_DROP_MISADDRESSED,
+	NETBLK_DROP_VLAN,
+	NETBLK_DROP_SOURCE,
+	NETBLK_DROP_CHECKSUM,
+	NETBLK_DROP_NOT_REQUEST,
+	NETBLK_DROP_REASONS,
+};
+
 struct netblk_core_config {
 	uint64_t size_bytes;
 	uint32_t sector_size;
@@ -31,6 +44,9 @@ struct netblk_core_config {
 	uint32_t nr_cpus;	/* receive-side counters are per CPU */
 	uint32_t local_ip;	/* network order: the only destination answered */
 	uint16_t port;
+	uint16_t vlan;		/* 802.1Q VLAN served; 0: untagged frames only */
+	uint8_t local_mac[6];	/* the NIC's: requests must be sent to it, replies come from it */
+	uint32_t link_mtu;	/* the NIC's MTU now (netblk_core_set_link() follows it) */
 	uint8_t read_only;
 	uint8_t volatile_cache;
 	uint8_t fua;
@@ -41,7 +57,8 @@ struct netblk_core_config {
 /* A consistent-enough copy of an instance's counters (netblk_genl.h NETBLK_S_*). */
 struct netblk_stats {
 	uint64_t requests;
-	uint64_t bad;
+	uint64_t bad;		/* the sum of dropped[] */
+	uint64_t dropped[NETBLK_DROP_REASONS];	/* enum netblk_drop_reason */
 	uint64_t refused;
 	uint64_t busy;
 	uint64_t inflight_queued;
@@ -55,7 +72,13 @@ struct netblk_stats {
 	uint64_t fua_writes;
 	uint64_t io_errors;
 	uint64_t disk_busy;
+	uint64_t disk_blocking;
+	uint64_t disk_gave_up;
+	uint64_t no_buffer;
 	uint64_t replies_dropped;
+	uint64_t replies_oversized;
+	uint64_t tx_deferred;
+	uint64_t tx_errors;
 	uint64_t worker_sleeps;
 	uint64_t frames_rx;
 	uint64_t frames_tx;
@@ -82,6 +105,14 @@ void netblk_core_destroy(struct netblk_core *core);
 uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size);
 uint32_t netblk_core_max_io(const struct netblk_core *core);
 uint32_t netblk_core_slots(const struct netblk_core *core);
+/* Bytes of headers before a reply's data: 72, or 76 with a VLAN tag. */
+uint32_t netblk_core_reply_headroom(const struct netblk_core *core);
+
+/*
+ * The NIC's MTU or address changed (a netdev notifier, any context): replies
+ * from now on come from @mac, and none larger than @mtu goes out.
+ */
+void netblk_core_set_link(struct netblk_core *core, uint32_t mtu, const uint8_t *mac);
 
 /* ---- the receive path (a NIC's softirq, any CPU, one frame at a time a CPU) ---- */
 
@@ -102,15 +133,34 @@ enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cp
 /* How many of the refusals the receive path sent the NIC took. */
 void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,
 			 uint32_t dropped);
+/* A frame the shim dropped before the core saw it (an XDP multi-buffer frame). */
+void netblk_core_rx_drop(struct netblk_core *core, uint32_t cpu, enum netblk_drop_reason why);
 
 /* ---- the worker (one kernel thread an instance) ---- */
 
 /* Send what is queued to the disk (the shim holds a plug around it). */
-uint32_t netblk_core_submit(struct netblk_core *core);
-/* Answer what the disk has finished, in one transmit. */
+uint32_t netblk_core_submit(struct netblk_core *core, uint64_t now_ns);
+/*
+ * Answer what the disk has finished, in one transmit, and send again what
+ * the NIC had no room for.  Returns how many slots it moved on.
+ */
 uint32_t netblk_core_reply(struct netblk_core *core, uint64_t now_ns);
-/* Whether submit or reply has anything to do. */
-int netblk_core_has_work(struct netblk_core *core);
+
+#define NETBLK_NO_WORK (~(uint64_t)0)
+/*
+ * When submit or reply has something to do: 0 now, NETBLK_NO_WORK when only
+ * a ring push (which kicks the worker) can bring any, else the time at which
+ * a retry is due -- for the disk's "again" or a reply the NIC had no room for.
+ */
+uint64_t netblk_core_next_work(struct netblk_core *core, uint64_t now_ns);
+
+/*
+ * 0, or the NIC's error (a negative errno) once every transmit has failed
+ * with an error for a second: the NIC cannot send this instance's replies
+ * (mlx5 and i40e answer -ENXIO from a CPU they have no XDP queue for).
+ * Sticky: the instance must stop.
+ */
+int netblk_core_tx_failure(const struct netblk_core *core);
 void netblk_core_count_sleep(struct netblk_core *core);
 /* On stop: drop what is queued and not yet at the disk; slots at the disk stay. */
 void netblk_core_drop_queued(struct netblk_core *core);
@@ -119,7 +169,7 @@ void netblk_core_held(struct netblk_core *core, struct netblk_held *held);
 
 /* ---- the disk's completion (any context, hard IRQ included) ---- */
 
-#define NETBLK_IO_AGAIN 0xffff	/* the disk refused it for now: submit again */
+#define NETBLK_IO_AGAIN 0xffff	/* the disk refused it for now (BLK_STS_AGAIN): submit again */
 void netblk_core_complete(struct netblk_core *core, uint32_t slot, uint16_t status);
 
 void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats *stats);

@@ -11,14 +11,15 @@
 #ifndef NETBLK_CORE_COUNTERS_H
 #define NETBLK_CORE_COUNTERS_H
 
+#include "protocol.h"
 #include "types.h"
 
 namespace nb {
 
-struct rx_counters {
+struct rx_counters_fields {
 	u64 frames_rx;		/* frames handed to the instance */
 	u64 requests;		/* datagrams that parsed as requests */
-	u64 bad;		/* dropped unanswered */
+	u64 dropped[drop_reasons];	/* dropped unanswered, by reason */
 	u64 refused;		/* answered with an error on the spot */
 	u64 busy;		/* of those, for want of a slot */
 	u64 queued;		/* slots queued to the worker */
@@ -28,9 +29,12 @@ struct rx_counters {
 	u64 flushes, fua_writes;
 	u64 frames_tx;		/* refusals sent from the receive path */
 	u64 replies_dropped;	/* refusals the NIC did not take */
-	u8 pad[128 - 15 * sizeof(u64)];	/* two cache lines a CPU */
 };
-static_assert(sizeof(rx_counters) == 128, "no false sharing between CPUs");
+
+struct rx_counters : rx_counters_fields {
+	u8 pad[192 - sizeof(rx_counters_fields)];	/* three cache lines a CPU */
+};
+static_assert(sizeof(rx_counters) == 192, "no false sharing between CPUs");
 
 struct worker_counters {
 	u64 submitted;		/* slots sent to the disk (or answered without it) */
@@ -39,8 +43,14 @@ struct worker_counters {
 	u64 dropped_on_stop;	/* queued slots dropped when the instance stopped */
 	u64 frames_released;	/* held frames handed on or freed */
 	u64 io_errors;
-	u64 disk_busy;		/* the disk refused more work for now */
-	u64 replies_dropped;	/* no frame to answer in, or the NIC refused one */
+	u64 disk_busy;		/* the disk said "again" (BLK_STS_AGAIN): retried later */
+	u64 disk_blocking;	/* of those retries, submitted without REQ_NOWAIT */
+	u64 disk_gave_up;	/* still "again" after every retry: answered EAGAIN */
+	u64 no_buffer;		/* no page to read or copy into: answered EAGAIN */
+	u64 replies_dropped;	/* replies not sent: every reason below, and no buffer to answer in */
+	u64 replies_oversized;	/* larger than the NIC's MTU now: dropped */
+	u64 tx_deferred;	/* replies the NIC had no room for at first: sent again */
+	u64 tx_errors;		/* transmits the NIC failed with an error */
 	u64 worker_sleeps;
 	u64 frames_tx;
 	u64 bytes_zerocopy;	/* data that reached the disk or NIC in place */

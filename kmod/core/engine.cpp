@@ -8,6 +8,32 @@ namespace nb {
 constexpr int err_nomem = 12;
 constexpr int err_inval = 22;
 
+static_assert((int)drop_reasons == NETBLK_DROP_REASONS && (int)drop_multibuffer == NETBLK_DROP_MULTIBUFFER,
+	      "core_api.h's drop reasons are protocol.h's");
+
+bool slot_list::init(u32 capacity)
+{
+	entries = new u32[capacity]();
+	head = count = 0;
+	mask = capacity - 1;
+	return entries != nullptr;
+}
+
+void slot_list::destroy()
+{
+	delete[] entries;
+	entries = nullptr;
+}
+
+static u64 pack_mac(const u8 *mac)
+{
+	u64 v = 0;
+
+	for (u32 i = 0; i < 6; i++)
+		v = v << 8 | mac[i];
+	return v;
+}
+
 int engine::init(const netblk_core_config &config)
 {
 	if (config.slots == 0 || (config.slots & (config.slots - 1)) || config.nr_cpus == 0)
@@ -18,15 +44,18 @@ int engine::init(const netblk_core_config &config)
 	nr_cpus_ = config.nr_cpus;
 	local_ip_ = config.local_ip;
 	port_ = config.port;
+	vlan_ = config.vlan;
+	reply_headroom_ = reply_headers_size(config.vlan != 0);
 	dma_align_mask_ = config.dma_align_mask;
 	shim_ = config.shim;
+	set_link(config.link_mtu, config.local_mac);
 
 	/* value-initialised: counters and slots start at zero */
 	slots_ = new slot[config.slots]();
 	rx_ = new rx_counters[config.nr_cpus]();
-	retry_ = new u32[config.slots]();
-	if (!slots_ || !rx_ || !retry_ || !free_slots_.init(config.slots) ||
-	    !requests_.init(config.slots) || !completions_.init(config.slots)) {
+	if (!slots_ || !rx_ || !retry_.init(config.slots) || !unsent_.init(config.slots) ||
+	    !free_slots_.init(config.slots) || !requests_.init(config.slots) ||
+	    !completions_.init(config.slots)) {
 		destroy();
 		return -err_nomem;
 	}
@@ -40,12 +69,31 @@ void engine::destroy()
 	completions_.destroy();
 	requests_.destroy();
 	free_slots_.destroy();
-	delete[] retry_;
-	retry_ = nullptr;
+	unsent_.destroy();
+	retry_.destroy();
 	delete[] rx_;
 	rx_ = nullptr;
 	delete[] slots_;
 	slots_ = nullptr;
+}
+
+void engine::set_link(u32 mtu, const u8 *mac)
+{
+	__atomic_store_n(&local_mac_, pack_mac(mac), __ATOMIC_RELAXED);
+	__atomic_store_n(&link_mtu_, mtu, __ATOMIC_RELAXED);
+}
+
+endpoint engine::local() const
+{
+	u64 mac = __atomic_load_n(&local_mac_, __ATOMIC_RELAXED);
+	endpoint e;
+
+	for (u32 i = 0; i < 6; i++)
+		e.mac[i] = (u8)(mac >> (40 - 8 * i));
+	e.vlan = vlan_;
+	e.ip = local_ip_;
+	e.port = port_;
+	return e;
 }
 
 /* ---- the receive path ---- */
@@ -53,16 +101,14 @@ void engine::destroy()
 /*
  * Answer on the spot: the request's own frame becomes the reply, one header
  * carrying the request's handle, offset, length and the status.  A request
- * that got this far has a whole IPv4 header and a whole netblk header, so
- * the frame has room for the 72 bytes.
+ * that got this far has a whole IPv4 header and a whole netblk header behind
+ * the same Ethernet header as the reply's, so the frame has room for them.
  */
 netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
-					  const frame_layout &layout, const header &h, u16 status)
+					  const reply_route &route, const header &h, u16 status)
 {
-	reply_route route;
 	header reply = h;
 
-	route_from_request(layout, &route);
 	reply.op = (u8)(h.op | op_reply_bit);
 	reply.status = status;
 	*len = write_reply_headers(data, route, reply, 0, 0);
@@ -85,15 +131,19 @@ bool engine::take_slots(u32 *indices, u32 count)
 	return true;
 }
 
-void engine::fill_slot(slot &s, const header &h, const frame_layout &layout, u64 now_ns)
+void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 now_ns)
 {
 	s.request = h;
-	route_from_request(layout, &s.route);
+	s.route = route;
 	s.frame = nullptr;
 	s.reply_at = nullptr;
 	s.payload = nullptr;
 	s.arrival_ns = now_ns;
+	s.retry_ns = 0;
+	s.first_tx_ns = 0;
+	s.reply_len = 0;
 	s.status = status_ok;
+	s.tries = 0;
 	s.copy = false;
 }
 
@@ -102,18 +152,18 @@ void engine::fill_slot(slot &s, const header &h, const frame_layout &layout, u64
  * request frame holds nothing they need afterwards, so it is freed.
  */
 netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
-				     const frame_layout &layout, const header &h, u64 now_ns)
+				     const reply_route &route, const header &h, u64 now_ns)
 {
 	u32 count = (h.length + geo_.max_io - 1) / geo_.max_io;
 	u32 indices[read_datagrams_max];
 
 	if (!take_slots(indices, count))
-		return refuse_in_place(c, data, len, layout, h, status_eagain);
+		return refuse_in_place(c, data, len, route, h, status_eagain);
 
 	for (u32 i = 0; i < count; i++) {
 		slot &s = slots_[indices[i]];
 
-		fill_slot(s, h, layout, now_ns);
+		fill_slot(s, h, route, now_ns);
 		s.request.offset = h.offset + (u64)i * geo_.max_io;
 		s.request.length = min(geo_.max_io, h.length - i * geo_.max_io);
 		requests_.push(indices[i]);
@@ -126,15 +176,16 @@ netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 
 /* INFO, WRITE and FLUSH: one slot; WRITE and FLUSH answer in their own frame. */
 netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *len,
-				    const frame_layout &layout, const header &h, u64 now_ns)
+				    const frame_layout &layout, const reply_route &route,
+				    const header &h, u64 now_ns)
 {
 	u32 index;
 
 	if (!take_slots(&index, 1))
-		return refuse_in_place(c, data, len, layout, h, status_eagain);
+		return refuse_in_place(c, data, len, route, h, status_eagain);
 
 	slot &s = slots_[index];
-	fill_slot(s, h, layout, now_ns);
+	fill_slot(s, h, route, now_ns);
 	if (h.op != op_info) {
 		s.frame = frame;
 		s.reply_at = data;
@@ -158,31 +209,30 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 netblk_rx_verdict engine::receive(u32 cpu, void *frame, u8 *data, u32 *len, u64 now_ns)
 {
 	rx_counters &c = rx_[cpu];
+	endpoint me = local();
 	frame_layout layout;
+	reply_route route;
+	drop_reason why;
 	header h;
 
 	add_once(c.frames_rx, 1);
-	/*
-	 * The XDP program steers by port alone; the destination address,
-	 * fragments and lengths are checked here, and whatever fails is
-	 * dropped unanswered.
-	 */
-	if (parse_frame(data, *len, local_ip_, port_, &layout) != frame_kind::ours) {
-		add_once(c.bad, 1);
+	/* What cannot or must not be answered is dropped, and counted by reason. */
+	if (!parse_frame(data, *len, me, &layout, &why)) {
+		count_drop(c, why);
 		return NETBLK_RX_FREE;
 	}
-
 	decision d = validate_request(data + layout.payload_offset, layout.payload_len, geo_, &h);
 	if (d.what == verdict::drop) {
-		add_once(c.bad, 1);
+		count_drop(c, drop_not_request);
 		return NETBLK_RX_FREE;
 	}
 	add_once(c.requests, 1);
+	route_from_request(layout, me, &route);
 	if (d.what == verdict::refuse)
-		return refuse_in_place(c, data, len, layout, h, d.status);
+		return refuse_in_place(c, data, len, route, h, d.status);
 	if (h.op == op_read)
-		return queue_read(c, data, len, layout, h, now_ns);
-	return queue_one(c, frame, data, len, layout, h, now_ns);
+		return queue_read(c, data, len, route, h, now_ns);
+	return queue_one(c, frame, data, len, layout, route, h, now_ns);
 }
 
 void engine::rx_sent(u32 cpu, u32 sent, u32 dropped)
@@ -191,9 +241,21 @@ void engine::rx_sent(u32 cpu, u32 sent, u32 dropped)
 	add_once(rx_[cpu].replies_dropped, dropped);
 }
 
+void engine::rx_drop(u32 cpu, drop_reason why)
+{
+	add_once(rx_[cpu].frames_rx, 1);
+	count_drop(rx_[cpu], why);
+}
+
 /* ---- the worker: to the disk ---- */
 
-int engine::start_write(u32 index, slot &s)
+/* Done without the disk, or not started: its reply comes from reply(). */
+void engine::answer_now(u32 index, u16 status)
+{
+	complete(index, status);
+}
+
+int engine::start_write(u32 index, slot &s, bool may_block)
 {
 	u8 *data = s.payload;
 	u32 len = s.request.length;
@@ -205,81 +267,105 @@ int engine::start_write(u32 index, slot &s)
 		 */
 		u8 *buffer = netblk_shim_slot_buffer(shim_, index);
 
-		if (!buffer)
-			return -err_nomem;
-		data = buffer + reply_headroom;
+		if (!buffer) {
+			add_once(worker_.no_buffer, 1);
+			answer_now(index, status_eagain);
+			return 0;
+		}
+		data = buffer + reply_headroom_;
 		copy_bytes(data, s.payload, len);
 		add_once(worker_.bytes_copied, len);
-	} else {
-		add_once(worker_.bytes_zerocopy, len);
 	}
 	return netblk_shim_submit_io(shim_, index, NETBLK_IO_WRITE, s.request.offset, data, len,
-				     s.request.flags & flag_fua);
+				     s.request.flags & flag_fua, may_block);
 }
 
 void engine::start_io(u32 index)
 {
 	slot &s = slots_[index];
+	/* The disk said "again" to it often enough: let it make the worker wait. */
+	bool may_block = s.tries >= again_nowait_tries;
 	int err = 0;
 
 	add_once(worker_.submitted, 1);
+	if (may_block)
+		add_once(worker_.disk_blocking, 1);
 	switch (s.request.op) {
 	case op_info:
-		s.reply_at = netblk_shim_slot_buffer(shim_, index);
-		if (s.reply_at)
-			encode_info(s.reply_at + reply_headroom, geo_);
-		complete(index, s.reply_at ? status_ok : status_eio);
-		return;
 	case op_read:
+		/* answered in the slot's own buffer: no page for it, EAGAIN */
 		s.reply_at = netblk_shim_slot_buffer(shim_, index);
 		if (!s.reply_at) {
-			complete(index, status_eio);
+			add_once(worker_.no_buffer, 1);
+			answer_now(index, status_eagain);
+			return;
+		}
+		if (s.request.op == op_info) {
+			encode_info(s.reply_at + reply_headroom_, geo_);
+			answer_now(index, status_ok);
 			return;
 		}
 		err = netblk_shim_submit_io(shim_, index, NETBLK_IO_READ, s.request.offset,
-					    s.reply_at + reply_headroom, s.request.length, 0);
+					    s.reply_at + reply_headroom_, s.request.length, 0,
+					    may_block);
 		break;
 	case op_write:
-		err = start_write(index, s);
+		err = start_write(index, s, may_block);
 		break;
 	default: /* op_flush */
-		err = netblk_shim_submit_io(shim_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0);
+		err = netblk_shim_submit_io(shim_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
+					    may_block);
 		break;
 	}
 	if (err)
-		complete(index, status_eio);
+		answer_now(index, status_eio);
 }
 
-void engine::retry_later(u32 index)
+/*
+ * The disk said "again": try once more after a backoff that doubles each
+ * time (a frozen queue answers every try at once: retrying at once would
+ * spin), or as soon as the disk finishes something (a full queue has room
+ * then).
+ */
+void engine::retry_later(u32 index, u64 now_ns)
 {
-	u32 capacity = geo_.slots;
+	slot &s = slots_[index];
 
-	retry_[(retry_head_ + retry_count_) & (capacity - 1)] = index;
-	retry_count_++;
+	s.retry_ns = now_ns + (again_backoff_ns << (s.tries - 1));
+	if (!retry_.count || s.retry_ns < retry_due_)
+		retry_due_ = s.retry_ns;
+	retry_.push(index);
 	add_once(worker_.disk_busy, 1);
 }
 
-u32 engine::submit()
+u32 engine::submit_retries(u64 now_ns)
 {
-	u32 n = 0, index;
+	u32 n = 0, count = retry_.count;
+	bool all = disk_freed_;
+	u64 due = NETBLK_NO_WORK;
 
-	/*
-	 * What the disk refused for now goes first, once it has finished
-	 * something since (or has nothing at all): trying sooner would only
-	 * be refused again, in a loop as fast as the refusals come.
-	 */
-	if (retry_count_ && (retry_now_ || at_disk() == 0)) {
-		u32 count = retry_count_;
+	if (!count || (!all && now_ns < retry_due_))
+		return 0;
+	disk_freed_ = false;
+	while (count--) {
+		u32 index = retry_.pop();
 
-		retry_now_ = false;
-		while (count--) {
-			index = retry_[retry_head_];
-			retry_head_ = (retry_head_ + 1) & (geo_.slots - 1);
-			retry_count_--;
+		if (all || slots_[index].retry_ns <= now_ns) {
 			start_io(index);
 			n++;
+		} else {
+			retry_.push(index);
+			due = min(due, slots_[index].retry_ns);
 		}
 	}
+	retry_due_ = due;
+	return n;
+}
+
+u32 engine::submit(u64 now_ns)
+{
+	u32 n = submit_retries(now_ns), index;
+
 	while (requests_.pop(&index)) {
 		start_io(index);
 		n++;
@@ -297,6 +383,7 @@ void engine::complete(u32 index, u16 status)
 
 /* ---- the worker: to the NIC ---- */
 
+/* Its frame is the NIC's now, or freed: the slot is free. */
 void engine::release(u32 index)
 {
 	slot &s = slots_[index];
@@ -309,83 +396,185 @@ void engine::release(u32 index)
 	free_slots_.push(index);
 }
 
-u32 engine::reply(u64 now_ns)
+/* Its reply does not go out: the client asks again. */
+void engine::drop_reply(u32 index)
 {
-	netblk_tx batch[NETBLK_TX_BATCH];
-	u32 n = 0, reaped = 0, index;
-	bool disk_freed = false;	/* the disk finished something: room again */
+	slot &s = slots_[index];
 
-	while (n < NETBLK_TX_BATCH && completions_.pop(&index)) {
-		slot &s = slots_[index];
-
-		add_once(worker_.reaped, 1);
-		reaped++;
-		if (s.status == NETBLK_IO_AGAIN) {
-			retry_later(index);
-			continue;
-		}
-		disk_freed = true;
-
-		u32 data_len = 0;
-		if (s.status == status_ok && s.request.op == op_read)
-			data_len = s.request.length;
-		else if (s.status == status_ok && s.request.op == op_info)
-			data_len = info_payload_size;
-		if (s.status != status_ok && s.request.op != op_info)
-			add_once(worker_.io_errors, 1);
-
-		if (!s.reply_at) {
-			/* no buffer to answer in: the client will ask again */
-			add_once(worker_.replies_dropped, 1);
-			release(index);
-			continue;
-		}
-		header reply = s.request;
-		reply.op = (u8)(s.request.op | op_reply_bit);
-		reply.status = s.status;
-		batch[n].frame = s.frame;
-		batch[n].slot = index;
-		batch[n].len = write_reply_headers(s.reply_at, s.route, reply, data_len, 0);
-		if (s.request.op == op_read)
-			add_once(worker_.bytes_zerocopy, data_len);
-		hist_.record(now_ns > s.arrival_ns ? now_ns - s.arrival_ns : 0);
-		n++;
-	}
-	if (disk_freed)
-		retry_now_ = true;
-	if (n == 0)
-		return reaped;
-
-	u32 sent = netblk_shim_transmit(shim_, batch, n);
-	add_once(worker_.tx_batches, 1);
-	add_once(worker_.frames_tx, sent);
-	add_once(worker_.replies_dropped, n - sent);
-	/* The NIC owns the frames now, sent or freed: the slots are free. */
-	for (u32 i = 0; i < n; i++)
-		release(batch[i].slot);
-	return reaped;
-}
-
-bool engine::has_work() const
-{
-	return requests_.size() || completions_.size() ||
-	       (retry_count_ && (retry_now_ || at_disk() == 0));
+	if (s.frame)
+		netblk_shim_free_frame(shim_, s.frame);
+	add_once(worker_.replies_dropped, 1);
+	release(index);
 }
 
 /*
- * Stopping: what is queued and not yet at the disk is dropped unanswered
- * (the client resends), its frames freed and its slots returned.
+ * A slot back from the disk: build its reply (true), or retry it or drop it
+ * (false).
+ */
+bool engine::finish_io(u32 index, u64 now_ns)
+{
+	slot &s = slots_[index];
+	u32 data_len = 0;
+
+	if (s.status == NETBLK_IO_AGAIN) {
+		if (++s.tries < again_tries_max) {
+			retry_later(index, now_ns);
+			return false;
+		}
+		s.status = status_eagain;
+		add_once(worker_.disk_gave_up, 1);
+	} else {
+		disk_freed_ = true;
+	}
+
+	if (s.status == status_ok) {
+		if (s.request.op == op_read)
+			data_len = s.request.length;
+		else if (s.request.op == op_info)
+			data_len = info_payload_size;
+		if (s.request.op == op_read || (s.request.op == op_write && !s.copy))
+			add_once(worker_.bytes_zerocopy, s.request.length);
+	} else if (s.status != status_eagain) {
+		add_once(worker_.io_errors, 1);
+	}
+
+	if (!s.reply_at) {
+		/* the slot's buffer could not be had: EAGAIN, headers alone */
+		s.reply_at = netblk_shim_reply_buffer(shim_, index);
+		if (!s.reply_at) {
+			drop_reply(index);
+			return false;
+		}
+	}
+	header reply = s.request;
+	reply.op = (u8)(s.request.op | op_reply_bit);
+	reply.status = s.status;
+	s.reply_len = write_reply_headers(s.reply_at, s.route, reply, data_len, 0);
+	/* The NIC's MTU went down under the instance: never send more than it carries. */
+	if (s.reply_len - (reply_headroom_ - datagram_overhead) >
+	    __atomic_load_n(&link_mtu_, __ATOMIC_RELAXED)) {
+		add_once(worker_.replies_oversized, 1);
+		drop_reply(index);
+		return false;
+	}
+	s.first_tx_ns = now_ns;
+	hist_.record(now_ns > s.arrival_ns ? now_ns - s.arrival_ns : 0);
+	return true;
+}
+
+void engine::tx_entry(netblk_tx &tx, u32 index)
+{
+	const slot &s = slots_[index];
+
+	tx.frame = s.frame;
+	tx.data = s.reply_at;
+	tx.slot = index;
+	tx.len = s.reply_len;
+}
+
+u32 engine::take_unsent(netblk_tx *batch)
+{
+	u32 n = 0;
+
+	while (n < NETBLK_TX_BATCH && unsent_.count)
+		tx_entry(batch[n++], unsent_.pop());
+	return n;
+}
+
+/*
+ * A NIC that fails every transmit with an error for a second cannot send
+ * this instance's replies at all (a CPU it has no XDP queue for, a
+ * detached peer): say so once, and for good.
+ */
+void engine::note_transmit(u32 sent, int error, u64 now_ns)
+{
+	if (sent || !error) {
+		tx_error_streak_ = 0;
+		return;
+	}
+	add_once(worker_.tx_errors, 1);
+	if (!tx_error_streak_++)
+		tx_error_since_ = now_ns;
+	if (!tx_failure_ && tx_error_streak_ >= tx_failure_tries &&
+	    now_ns - tx_error_since_ >= tx_failure_ns)
+		__atomic_store_n(&tx_failure_, error, __ATOMIC_RELAXED);
+}
+
+/*
+ * One transmit.  What the NIC had no room for is offered again a little
+ * later (its ring drains as it sends), for up to tx_give_up_ns.
+ */
+void engine::transmit(netblk_tx *batch, u32 n, u64 now_ns)
+{
+	int error = 0;
+	u32 sent = netblk_shim_transmit(shim_, batch, n, &error);
+
+	add_once(worker_.tx_batches, 1);
+	add_once(worker_.frames_tx, sent);
+	note_transmit(sent, error, now_ns);
+	for (u32 i = 0; i < sent; i++)
+		release(batch[i].slot);
+	for (u32 i = sent; i < n; i++) {
+		u32 index = batch[i].slot;
+
+		if (now_ns - slots_[index].first_tx_ns >= tx_give_up_ns) {
+			drop_reply(index);
+			continue;
+		}
+		unsent_.push(index);
+		add_once(worker_.tx_deferred, 1);
+	}
+	if (sent == n) {
+		tx_backoff_ns_ = tx_backoff_min_ns;
+		return;
+	}
+	tx_due_ = now_ns + tx_backoff_ns_;
+	tx_backoff_ns_ = min(tx_backoff_ns_ * 2, tx_backoff_max_ns);
+}
+
+u32 engine::reply(u64 now_ns)
+{
+	netblk_tx batch[NETBLK_TX_BATCH];
+	u32 n = 0, moved = 0, index;
+
+	if (unsent_.count && now_ns >= tx_due_)
+		moved = n = take_unsent(batch);
+	while (n < NETBLK_TX_BATCH && completions_.pop(&index)) {
+		add_once(worker_.reaped, 1);
+		moved++;
+		if (finish_io(index, now_ns))
+			tx_entry(batch[n++], index);
+	}
+	if (n)
+		transmit(batch, n, now_ns);
+	return moved;
+}
+
+u64 engine::next_work(u64 now_ns) const
+{
+	u64 due = NETBLK_NO_WORK;
+
+	if (requests_.size() || completions_.size())
+		return 0;
+	if (retry_.count)
+		due = disk_freed_ ? 0 : retry_due_;
+	if (unsent_.count)
+		due = min(due, tx_due_);
+	return due <= now_ns ? 0 : due;
+}
+
+/*
+ * Stopping: what is queued and not yet at the disk (or waits to be tried
+ * again) is dropped unanswered (the client resends), its frames freed and
+ * its slots returned; so are replies still waiting for room in the NIC.
  */
 void engine::drop_queued()
 {
 	u32 index;
 
-	while (retry_count_ || requests_.pop(&index)) {
-		if (retry_count_) {
-			index = retry_[retry_head_];
-			retry_head_ = (retry_head_ + 1) & (geo_.slots - 1);
-			retry_count_--;
-		}
+	while (retry_.count || requests_.pop(&index)) {
+		if (retry_.count)
+			index = retry_.pop();
 		slot &s = slots_[index];
 		if (s.frame)
 			netblk_shim_free_frame(shim_, s.frame);
@@ -394,6 +583,8 @@ void engine::drop_queued()
 		add_once(worker_.reaped, 1);
 		release(index);
 	}
+	while (unsent_.count)
+		drop_reply(unsent_.pop());
 }
 
 void engine::held(netblk_held *held) const
@@ -416,7 +607,8 @@ void engine::read_stats(netblk_stats *s) const
 
 		s->frames_rx += read_once(r.frames_rx);
 		s->requests += read_once(r.requests);
-		s->bad += read_once(r.bad);
+		for (u32 i = 0; i < drop_reasons; i++)
+			s->dropped[i] += read_once(r.dropped[i]);
 		s->refused += read_once(r.refused);
 		s->busy += read_once(r.busy);
 		s->reads += read_once(r.reads);
@@ -429,16 +621,17 @@ void engine::read_stats(netblk_stats *s) const
 		rx_tx += read_once(r.frames_tx);
 		rx_dropped += read_once(r.replies_dropped);
 	}
+	for (u32 i = 0; i < drop_reasons; i++)
+		s->bad += s->dropped[i];
 
 	const worker_counters &w = worker_;
 	u64 submitted = read_once(w.submitted);
 	u64 reaped = read_once(w.reaped);
 	u64 replied = read_once(w.replied);
-
 	u64 busy = read_once(w.disk_busy);
 
 	/*
-	 * A slot the disk refused for now was reaped and waits to be submitted
+	 * A slot the disk said "again" to was reaped and waits to be submitted
 	 * again: it counts as queued.  Read at different moments, the
 	 * differences must not go below zero.
 	 */
@@ -449,7 +642,13 @@ void engine::read_stats(netblk_stats *s) const
 	s->inflight_done = reaped > replied ? reaped - replied : 0;
 	s->io_errors = read_once(w.io_errors);
 	s->disk_busy = busy;
+	s->disk_blocking = read_once(w.disk_blocking);
+	s->disk_gave_up = read_once(w.disk_gave_up);
+	s->no_buffer = read_once(w.no_buffer);
 	s->replies_dropped = read_once(w.replies_dropped) + rx_dropped;
+	s->replies_oversized = read_once(w.replies_oversized);
+	s->tx_deferred = read_once(w.tx_deferred);
+	s->tx_errors = read_once(w.tx_errors);
 	s->worker_sleeps = read_once(w.worker_sleeps);
 	s->frames_tx = read_once(w.frames_tx) + rx_tx;
 	s->bytes_zerocopy = read_once(w.bytes_zerocopy);
@@ -507,6 +706,16 @@ uint32_t netblk_core_slots(const struct netblk_core *core)
 	return core->engine.geo().slots;
 }
 
+uint32_t netblk_core_reply_headroom(const struct netblk_core *core)
+{
+	return core->engine.reply_headroom();
+}
+
+void netblk_core_set_link(struct netblk_core *core, uint32_t mtu, const uint8_t *mac)
+{
+	core->engine.set_link(mtu, mac);
+}
+
 enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cpu,
 					   void *frame, uint8_t *data, uint32_t *len,
 					   uint64_t now_ns)
@@ -520,9 +729,14 @@ void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,
 	core->engine.rx_sent(cpu, sent, dropped);
 }
 
-uint32_t netblk_core_submit(struct netblk_core *core)
+void netblk_core_rx_drop(struct netblk_core *core, uint32_t cpu, enum netblk_drop_reason why)
 {
-	return core->engine.submit();
+	core->engine.rx_drop(cpu, (nb::drop_reason)why);
+}
+
+uint32_t netblk_core_submit(struct netblk_core *core, uint64_t now_ns)
+{
+	return core->engine.submit(now_ns);
 }
 
 uint32_t netblk_core_reply(struct netblk_core *core, uint64_t now_ns)
@@ -530,9 +744,14 @@ uint32_t netblk_core_reply(struct netblk_core *core, uint64_t now_ns)
 	return core->engine.reply(now_ns);
 }
 
-int netblk_core_has_work(struct netblk_core *core)
+uint64_t netblk_core_next_work(struct netblk_core *core, uint64_t now_ns)
 {
-	return core->engine.has_work();
+	return core->engine.next_work(now_ns);
+}
+
+int netblk_core_tx_failure(const struct netblk_core *core)
+{
+	return core->engine.tx_failure();
 }
 
 void netblk_core_count_sleep(struct netblk_core *core)

@@ -12,6 +12,8 @@
  *   free_slots --receive()--> requests --submit()--> the disk
  *   the disk --complete()--> completions --reply()--> NIC, free_slots
  *
+ * and two lists of the worker's own: slots the disk answered "again"
+ * (retried after a backoff) and replies the NIC had no room for (sent again).
  * receive() runs in NIC softirqs (any CPU), complete() in the disk's
  * completion context (any CPU), submit() and reply() in the worker; they
  * meet only in the rings.
@@ -28,19 +30,42 @@
 
 namespace nb {
 
-struct slot {
+struct slot_fields {
 	header request;		/* op, handle, flags; offset/length of this datagram */
 	reply_route route;
 	void *frame;		/* a received frame it holds (WRITE, FLUSH), or null */
 	u8 *reply_at;		/* where its reply frame begins */
 	u8 *payload;		/* WRITE: the data inside the received frame */
 	u64 arrival_ns;
+	u64 retry_ns;		/* the disk said "again": not submitted before this */
+	u64 first_tx_ns;	/* when its reply was first handed to the NIC */
+	u32 reply_len;		/* bytes of its reply frame, once built */
 	u16 status;		/* the disk's answer */
+	u8 tries;		/* times the disk answered it "again" */
 	bool copy;		/* WRITE payload the disk cannot take in place */
-	u8 pad[128 - sizeof(header) - sizeof(reply_route) - 3 * sizeof(void *) -
-	       sizeof(u64) - sizeof(u16) - sizeof(bool)];
+};
+
+struct slot : slot_fields {
+	u8 pad[128 - sizeof(slot_fields)];
 };
 static_assert(sizeof(slot) == 128, "a slot is two cache lines");
+
+/* A FIFO of slot numbers only the worker touches: as large as the slot table. */
+struct slot_list {
+	u32 *entries;
+	u32 head, count, mask;
+
+	bool init(u32 capacity);
+	void destroy();
+	void push(u32 index) { entries[(head + count++) & mask] = index; }
+	u32 pop()
+	{
+		u32 index = entries[head];
+		head = (head + 1) & mask;
+		count--;
+		return index;
+	}
+};
 
 class engine {
 public:
@@ -48,15 +73,19 @@ public:
 	void destroy();
 
 	const geometry &geo() const { return geo_; }
+	u32 reply_headroom() const { return reply_headroom_; }
+	void set_link(u32 mtu, const u8 *mac);
 
 	/* receive path */
 	netblk_rx_verdict receive(u32 cpu, void *frame, u8 *data, u32 *len, u64 now_ns);
 	void rx_sent(u32 cpu, u32 sent, u32 dropped);
+	void rx_drop(u32 cpu, drop_reason why);
 
 	/* worker */
-	u32 submit();
+	u32 submit(u64 now_ns);
 	u32 reply(u64 now_ns);
-	bool has_work() const;
+	u64 next_work(u64 now_ns) const;
+	int tx_failure() const { return __atomic_load_n(&tx_failure_, __ATOMIC_RELAXED); }
 	void count_sleep() { add_once(worker_.worker_sleeps, 1); }
 	void drop_queued();
 	u32 at_disk() const { return (u32)(worker_.submitted - worker_.reaped); }
@@ -73,25 +102,50 @@ public:
 	worker_counters &worker() { return worker_; }
 	ring &free_slots() { return free_slots_; }
 
+	/* how the worker paces what it retries (the unit tests check them) */
+	static constexpr u8 again_nowait_tries = 3;	/* then submitted without REQ_NOWAIT */
+	static constexpr u8 again_tries_max = 6;	/* then answered EAGAIN */
+	static constexpr u64 again_backoff_ns = 50000;	/* doubles each time */
+	static constexpr u64 tx_backoff_min_ns = 20000;
+	static constexpr u64 tx_backoff_max_ns = 1000000;
+	static constexpr u64 tx_give_up_ns = 100000000;	/* a reply not sent in 100 ms is dropped */
+	static constexpr u64 tx_failure_ns = 1000000000;	/* errors this long: the NIC cannot send */
+	static constexpr u32 tx_failure_tries = 8;
+
 private:
+	endpoint local() const;
+	void count_drop(rx_counters &c, drop_reason why) { add_once(c.dropped[why], 1); }
 	netblk_rx_verdict refuse_in_place(rx_counters &c, u8 *data, u32 *len,
-					  const frame_layout &layout, const header &h, u16 status);
+					  const reply_route &route, const header &h, u16 status);
 	bool take_slots(u32 *indices, u32 count);
-	void fill_slot(slot &s, const header &h, const frame_layout &layout, u64 now_ns);
+	void fill_slot(slot &s, const header &h, const reply_route &route, u64 now_ns);
 	netblk_rx_verdict queue_read(rx_counters &c, u8 *data, u32 *len,
-				     const frame_layout &layout, const header &h, u64 now_ns);
+				     const reply_route &route, const header &h, u64 now_ns);
 	netblk_rx_verdict queue_one(rx_counters &c, void *frame, u8 *data, u32 *len,
-				    const frame_layout &layout, const header &h, u64 now_ns);
+				    const frame_layout &layout, const reply_route &route,
+				    const header &h, u64 now_ns);
 	void start_io(u32 index);
-	int start_write(u32 index, slot &s);
+	int start_write(u32 index, slot &s, bool may_block);
+	void answer_now(u32 index, u16 status);
+	u32 submit_retries(u64 now_ns);
+	void retry_later(u32 index, u64 now_ns);
+	bool finish_io(u32 index, u64 now_ns);
+	u32 take_unsent(netblk_tx *batch);
+	void transmit(netblk_tx *batch, u32 n, u64 now_ns);
+	void note_transmit(u32 sent, int error, u64 now_ns);
+	void tx_entry(netblk_tx &tx, u32 index);
+	void drop_reply(u32 index);
 	void release(u32 index);
-	void retry_later(u32 index);
 
 	geometry geo_ = {};
 	u32 nr_cpus_ = 0;
 	u32 local_ip_ = 0;
 	u16 port_ = 0;
+	u16 vlan_ = 0;
+	u32 reply_headroom_ = 0;
 	u32 dma_align_mask_ = 0;
+	u64 local_mac_ = 0;	/* the NIC's address in the low 48 bits: set_link() */
+	u32 link_mtu_ = 0;
 	netblk_instance *shim_ = nullptr;
 
 	slot *slots_ = nullptr;
@@ -100,10 +154,16 @@ private:
 	ring requests_;
 	ring completions_;
 
-	/* the worker's own: slots the disk refused for now, tried again later */
-	u32 *retry_ = nullptr;
-	u32 retry_head_ = 0, retry_count_ = 0;
-	bool retry_now_ = false;
+	/* the worker's own */
+	slot_list retry_ = {};		/* the disk said "again" */
+	u64 retry_due_ = 0;		/* the earliest retry_ns among them */
+	bool disk_freed_ = false;	/* the disk finished something since: retry now */
+	slot_list unsent_ = {};		/* replies the NIC had no room for */
+	u64 tx_due_ = 0;		/* when to offer them again */
+	u64 tx_backoff_ns_ = tx_backoff_min_ns;
+	u32 tx_error_streak_ = 0;	/* transmits failed with an error in a row */
+	u64 tx_error_since_ = 0;
+	int tx_failure_ = 0;
 
 	worker_counters worker_ = {};
 	histogram hist_;

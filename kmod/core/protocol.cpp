@@ -130,93 +130,187 @@ decision validate_request(const u8 *payload, u32 udp_payload_len, const geometry
 /* ---- framing ---- */
 
 constexpr u16 ethertype_ipv4 = 0x0800;
+constexpr u16 ethertype_vlan = 0x8100;
+constexpr u16 vlan_id_mask = 0x0fff;
 constexpr u8 ipproto_udp = 17;
 constexpr u16 ip_flag_mf = 0x2000;
 constexpr u16 ip_frag_offset_mask = 0x1fff;
 constexpr u16 ip_flag_df = 0x4000;
 
-frame_kind parse_frame(const u8 *frame, u32 frame_len, u32 local_ip, u16 port,
-		       frame_layout *out)
+/* Multicast and broadcast MACs have the group bit, the first byte's lowest. */
+static bool group_mac(const u8 *mac) { return mac[0] & 1; }
+
+static bool same_mac(const u8 *a, const u8 *b)
 {
-	if (frame_len < eth_header_size + ipv4_header_size + udp_header_size)
-		return frame_kind::not_ours;
-	if (load_be16(frame + 12) != ethertype_ipv4)
-		return frame_kind::not_ours;
-
-	const u8 *ip = frame + eth_header_size;
-	u32 ihl = (u32)(ip[0] & 0x0f) * 4;
-
-	if ((ip[0] >> 4) != 4 || ihl < ipv4_header_size || ip[9] != ipproto_udp)
-		return frame_kind::not_ours;
-	if (frame_len < eth_header_size + ihl + udp_header_size)
-		return frame_kind::not_ours;
-
-	const u8 *udp = ip + ihl;
-	u16 frag = load_be16(ip + 6);
-	u16 dst_port = load_be16(udp + 2);
-	u32 dst_ip;
-
-	copy_bytes((u8 *)&dst_ip, ip + 16, 4);
-	/* A later fragment carries no UDP header: what it holds is not a port. */
-	if (frag & ip_frag_offset_mask)
-		return dst_ip == local_ip ? frame_kind::misaddressed : frame_kind::not_ours;
-	if (dst_port != port)
-		return frame_kind::not_ours;
-	if (dst_ip != local_ip || (frag & ip_flag_mf))
-		return frame_kind::misaddressed;
-
-	u32 ip_total = load_be16(ip + 2);
-	u32 udp_len = load_be16(udp + 4);
-
-	if (ip_total < ihl + udp_header_size || eth_header_size + ip_total > frame_len ||
-	    udp_len < udp_header_size || udp_len > ip_total - ihl)
-		return frame_kind::malformed;
-
-	out->l3_offset = eth_header_size;
-	out->udp_offset = eth_header_size + ihl;
-	out->payload_offset = out->udp_offset + udp_header_size;
-	out->payload_len = udp_len - udp_header_size;
-	copy_bytes(out->dst_mac, frame, 6);
-	copy_bytes(out->src_mac, frame + 6, 6);
-	copy_bytes((u8 *)&out->src_ip, ip + 12, 4);
-	out->dst_ip = dst_ip;
-	out->src_port = load_be16(udp);
-	out->dst_port = dst_port;
-	return frame_kind::ours;
+	return load_be32(a) == load_be32(b) && load_be16(a + 4) == load_be16(b + 4);
 }
 
-void route_from_request(const frame_layout &req, reply_route *route)
+bool martian_source(u32 src_ip, u32 local_ip)
+{
+	u8 first = (u8)(load_be32((const u8 *)&src_ip) >> 24);
+
+	/*
+	 * "this network" 0/8, loopback 127/8, and 224/3: multicast 224/4,
+	 * reserved 240/4 and the limited broadcast 255.255.255.255 -- none is
+	 * a host a reply can go to -- and the NIC's own address.
+	 */
+	return first == 0 || first == 127 || first >= 224 || src_ip == local_ip;
+}
+
+/* The Ethernet header, and the VLAN tag if there is one: where IPv4 begins, or 0. */
+static u32 parse_ethernet(const u8 *frame, u32 frame_len, u16 *vlan)
+{
+	u16 type = load_be16(frame + 12);
+	u32 l3 = eth_header_size;
+
+	*vlan = 0;
+	if (type == ethertype_vlan) {
+		if (frame_len < eth_header_size + vlan_tag_size)
+			return 0;
+		*vlan = load_be16(frame + 14) & vlan_id_mask;
+		type = load_be16(frame + 16);
+		l3 += vlan_tag_size;
+	}
+	return type == ethertype_ipv4 ? l3 : 0;
+}
+
+static bool fail(drop_reason *why, drop_reason reason)
+{
+	*why = reason;
+	return false;
+}
+
+bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, frame_layout *out,
+		 drop_reason *why)
+{
+	if (frame_len < eth_header_size + ipv4_header_size + udp_header_size)
+		return fail(why, drop_malformed);
+
+	u16 vlan;
+	u32 l3 = parse_ethernet(frame, frame_len, &vlan);
+
+	if (!l3 || frame_len < l3 + ipv4_header_size)
+		return fail(why, drop_malformed);
+
+	const u8 *ip = frame + l3;
+	u32 ihl = (u32)(ip[0] & 0x0f) * 4;
+	u32 ip_total = load_be16(ip + 2);
+
+	if ((ip[0] >> 4) != 4 || ihl < ipv4_header_size || ip[9] != ipproto_udp ||
+	    ip_total < ihl + udp_header_size || l3 + ip_total > frame_len ||
+	    ipv4_checksum(ip, ihl) != 0)
+		return fail(why, drop_malformed);
+	if (load_be16(ip + 6) & (ip_flag_mf | ip_frag_offset_mask))
+		return fail(why, drop_fragment);
+
+	const u8 *udp = ip + ihl;
+	u32 udp_len = load_be16(udp + 4);
+	u32 dst_ip, src_ip;
+
+	if (udp_len < udp_header_size || udp_len > ip_total - ihl)
+		return fail(why, drop_malformed);
+	copy_bytes((u8 *)&src_ip, ip + 12, 4);
+	copy_bytes((u8 *)&dst_ip, ip + 16, 4);
+	if (!same_mac(frame, local.mac) || dst_ip != local.ip || load_be16(udp + 2) != local.port)
+		return fail(why, drop_misaddressed);
+	if (vlan != local.vlan)
+		return fail(why, drop_vlan);
+	/*
+	 * A reply goes to the request's source: a group MAC would broadcast
+	 * it, a martian address would send it where no host is.
+	 */
+	if (group_mac(frame + 6) || martian_source(src_ip, local.ip) || load_be16(udp) == 0)
+		return fail(why, drop_source);
+	if (!udp_checksum_ok(ip, udp, udp_len))
+		return fail(why, drop_checksum);
+
+	out->l3_offset = l3;
+	out->udp_offset = l3 + ihl;
+	out->payload_offset = out->udp_offset + udp_header_size;
+	out->payload_len = udp_len - udp_header_size;
+	out->vlan = vlan;
+	copy_bytes(out->src_mac, frame + 6, 6);
+	out->src_ip = src_ip;
+	out->dst_ip = dst_ip;
+	out->src_port = load_be16(udp);
+	out->dst_port = local.port;
+	return true;
+}
+
+void route_from_request(const frame_layout &req, const endpoint &local, reply_route *route)
 {
 	copy_bytes(route->dst_mac, req.src_mac, 6);
-	copy_bytes(route->src_mac, req.dst_mac, 6);
+	copy_bytes(route->src_mac, local.mac, 6);
+	route->vlan = req.vlan;
 	route->src_ip = req.dst_ip;
 	route->dst_ip = req.src_ip;
 	route->src_port = req.dst_port;
 	route->dst_port = req.src_port;
 }
 
-u16 ipv4_checksum(const u8 *ip_header, u32 len)
+u64 ones_sum(const u8 *p, u32 len, u64 sum)
 {
-	u32 sum = 0;
+	/*
+	 * Big-endian 32-bit words into a 64-bit accumulator: the carries
+	 * collect in the upper half and fold in at the end (RFC 1071's
+	 * "deferred carries"), four bytes an addition.
+	 */
+	while (len >= 4) {
+		sum += load_be32(p);
+		p += 4;
+		len -= 4;
+	}
+	if (len >= 2) {
+		sum += load_be16(p);
+		p += 2;
+		len -= 2;
+	}
+	if (len)
+		sum += (u32)p[0] << 8;
+	return sum;
+}
 
-	for (u32 i = 0; i < len; i += 2)
-		sum += load_be16(ip_header + i);
+static u16 fold(u64 sum)
+{
 	while (sum >> 16)
 		sum = (sum & 0xffff) + (sum >> 16);
-	return (u16)~sum;
+	return (u16)sum;
+}
+
+u16 ipv4_checksum(const u8 *ip_header, u32 len)
+{
+	return (u16)~fold(ones_sum(ip_header, len, 0));
+}
+
+bool udp_checksum_ok(const u8 *ip_header, const u8 *udp, u32 udp_len)
+{
+	if (load_be16(udp + 6) == 0)
+		return true;	/* the sender computed none (RFC 768) */
+
+	/* the pseudo-header: addresses, protocol, UDP length */
+	u64 sum = ones_sum(ip_header + 12, 8, 0) + ipproto_udp + udp_len;
+
+	return fold(ones_sum(udp, udp_len, sum)) == 0xffff;
 }
 
 u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
 			u32 data_len, u16 ip_id)
 {
-	u8 *ip = frame + eth_header_size;
-	u8 *udp = ip + ipv4_header_size;
-	u32 udp_len = udp_header_size + header_size + data_len;
-	u32 ip_len = ipv4_header_size + udp_len;
+	u32 l3 = eth_header_size;
 
 	copy_bytes(frame, route.dst_mac, 6);
 	copy_bytes(frame + 6, route.src_mac, 6);
-	store_be16(frame + 12, ethertype_ipv4);
+	if (route.vlan) {
+		store_be16(frame + 12, ethertype_vlan);
+		store_be16(frame + 14, route.vlan);
+		l3 += vlan_tag_size;
+	}
+	store_be16(frame + l3 - 2, ethertype_ipv4);
+
+	u8 *ip = frame + l3;
+	u8 *udp = ip + ipv4_header_size;
+	u32 udp_len = udp_header_size + header_size + data_len;
+	u32 ip_len = ipv4_header_size + udp_len;
 
 	ip[0] = 0x45;			/* IPv4, 20-byte header */
 	ip[1] = 0;			/* DSCP/ECN */
@@ -236,7 +330,7 @@ u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply
 	store_be16(udp + 6, 0);		/* not computed */
 
 	encode_header(udp + udp_header_size, reply);
-	return eth_header_size + ip_len;
+	return l3 + ip_len;
 }
 
 } /* namespace nb */

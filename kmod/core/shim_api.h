@@ -30,12 +30,14 @@ enum netblk_io_op {
 /*
  * Start slot @slot's disk I/O: READ into, or WRITE from, @len bytes at @data
  * (a buffer inside a frame: no copy), or FLUSH (@data NULL).  @fua: the write
- * must reach stable media.  Its end is reported by netblk_core_complete(),
+ * must reach stable media.  @may_block: submit it so that the disk may make
+ * the worker wait (no REQ_NOWAIT), for an I/O the disk keeps answering
+ * "again" otherwise.  Its end is reported by netblk_core_complete(),
  * possibly before this returns.  A non-zero return means it was not started
  * and no completion will come.  Worker context.
  */
 int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
-			  uint64_t offset, uint8_t *data, uint32_t len, int fua);
+			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block);
 
 /*
  * The first byte of slot @slot's own frame buffer, with room for the 72
@@ -44,19 +46,30 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
  */
 uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot);
 
-/* A reply ready to go: a received frame rewritten in place, or a slot's buffer. */
+/*
+ * A buffer for a reply of headers alone (EAGAIN) when the slot's own buffer
+ * cannot be had: the first byte of a frame with room for its headers, or NULL
+ * when none is free either.  Worker context.
+ */
+uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot);
+
+/* A reply ready to go: a received frame rewritten in place, or a buffer of the shim's. */
 struct netblk_tx {
-	void *frame;		/* the received frame it is, or NULL: slot's buffer */
+	void *frame;		/* the received frame it is, or NULL: a buffer of the shim's */
+	uint8_t *data;		/* its first byte */
 	uint32_t slot;
-	uint32_t len;		/* bytes from the frame's first byte */
+	uint32_t len;		/* bytes from the first byte */
 };
 
 /*
  * Hand @n replies to the NIC in one transmit with one flush.  Returns how
- * many it took; the shim has freed the others.  Worker context.
+ * many it took -- always the first ones; received frames it did not take are
+ * still the caller's (to send again or free), the shim's own buffers are
+ * free again.  *@error is the NIC's error (a negative errno) when it failed
+ * the transmit, 0 when it merely had no room.  Worker context.
  */
 uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
-			      uint32_t n);
+			      uint32_t n, int *error);
 
 /* Release a received frame the core no longer needs.  Any context. */
 void netblk_shim_free_frame(struct netblk_instance *inst, void *frame);

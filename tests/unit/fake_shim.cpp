@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "frames.h"
 #include "protocol.h"
 
 void netblk_instance::finish_ios()
@@ -23,7 +24,8 @@ void netblk_instance::finish_newest()
 	netblk_core_complete(core, io.slot, io.status);
 }
 
-netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask)
+netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask,
+			    uint16_t vlan)
 {
 	auto *inst = new netblk_instance;
 	inst->disk.assign(disk_size, 0);
@@ -35,8 +37,11 @@ netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_ali
 	config.mtu = 1500;
 	config.slots = NETBLK_SLOTS;
 	config.nr_cpus = 2;
-	config.local_ip = htonl(0x0a00020f);
-	config.port = 7000;
+	config.local_ip = test::server_ip;
+	config.port = test::server_port;
+	config.vlan = vlan;
+	memcpy(config.local_mac, test::server_mac, 6);
+	config.link_mtu = 1500;
 	config.read_only = read_only;
 	config.volatile_cache = 1;
 	config.fua = 1;
@@ -61,12 +66,15 @@ void *netblk_shim_alloc(size_t size) { return calloc(1, size); }
 void netblk_shim_free(void *p) { free(p); }
 
 int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
-			  uint64_t offset, uint8_t *data, uint32_t len, int fua)
+			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block)
 {
 	uint16_t status = nb::status_ok;
 
 	inst->submissions++;
-	if (inst->disk_refusals > 0) {
+	inst->blocking.push_back(may_block);
+	if (inst->refuse_nowait && !may_block) {
+		status = NETBLK_IO_AGAIN;
+	} else if (inst->disk_refusals > 0) {
 		inst->disk_refusals--;
 		status = NETBLK_IO_AGAIN;
 	} else if (inst->fail_io) {
@@ -82,29 +90,35 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	if (inst->complete_at_once)
 		netblk_core_complete(inst->core, slot, status);
 	else
-		inst->pending.push_back({slot, status});
+		inst->pending.push_back({slot, status, may_block != 0});
 	return 0;
 }
 
 uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot)
 {
-	return inst->slot_buffers[slot].data();
+	return inst->no_buffers ? nullptr : inst->slot_buffers[slot].data();
+}
+
+uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot)
+{
+	if (inst->no_spare)
+		return nullptr;
+	inst->spare.emplace_back(128);
+	return inst->spare.back().data();
 }
 
 uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
-			      uint32_t n)
+			      uint32_t n, int *error)
 {
 	uint32_t taken = n < inst->nic_takes ? n : inst->nic_takes;
 
 	inst->transmit_sizes.push_back(n);
-	for (uint32_t i = 0; i < n; i++) {
-		const uint8_t *start = tx[i].frame ? (const uint8_t *)tx[i].frame
-						   : inst->slot_buffers[tx[i].slot].data();
-		if (i < taken)
-			inst->sent.emplace_back(start, start + tx[i].len);
-		else if (tx[i].frame)
-			inst->freed_frames.push_back(tx[i].frame);
-	}
+	*error = inst->nic_error;
+	if (inst->nic_error)
+		return 0;
+	/* what it does not take of received frames stays the caller's */
+	for (uint32_t i = 0; i < taken; i++)
+		inst->sent.emplace_back(tx[i].data, tx[i].data + tx[i].len);
 	return taken;
 }
 

@@ -16,6 +16,7 @@
 struct fake_io {
 	uint32_t slot;
 	uint16_t status;
+	bool may_block;
 };
 
 struct netblk_instance {
@@ -23,13 +24,19 @@ struct netblk_instance {
 	std::vector<uint8_t> disk;
 	bool complete_at_once = true;	/* else held until finish_ios() */
 	int disk_refusals = 0;		/* this many submissions get NETBLK_IO_AGAIN */
+	bool refuse_nowait = false;	/* every submission that may not block gets AGAIN */
 	bool fail_io = false;		/* the disk answers EIO */
 	uint32_t nic_takes = ~0u;	/* the NIC takes at most this many a transmit */
+	int nic_error = 0;		/* the NIC fails every transmit with this */
+	bool no_buffers = false;	/* no slot buffer can be had */
+	bool no_spare = false;		/* nor a reply buffer */
 	std::deque<fake_io> pending;
 	std::vector<std::vector<uint8_t>> slot_buffers;
 	std::vector<std::vector<uint8_t>> sent;	/* frames the NIC took */
 	std::vector<uint32_t> transmit_sizes;	/* frames a transmit call carried */
 	std::vector<void *> freed_frames;
+	std::vector<std::vector<uint8_t>> spare;	/* reply buffers handed out */
+	std::vector<bool> blocking;	/* each submission's may_block */
 	uint64_t fua_writes = 0, flushes = 0;
 
 	void finish_ios();
@@ -37,9 +44,12 @@ struct netblk_instance {
 	uint64_t submissions = 0;
 };
 
-/* An instance's core on a fake disk of @disk_size bytes, 512-byte sectors, mtu 1500. */
+/*
+ * An instance's core on a fake disk of @disk_size bytes, 512-byte sectors,
+ * mtu 1500, serving test::server_ip:7000 on @vlan (0: untagged).
+ */
 netblk_instance *fake_start(uint64_t disk_size, bool read_only = false,
-			    uint32_t dma_align_mask = 3);
+			    uint32_t dma_align_mask = 3, uint16_t vlan = 0);
 void fake_stop(netblk_instance *inst);
 
 #endif

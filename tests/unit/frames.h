@@ -38,29 +38,69 @@ inline std::vector<u8> write_request(u64 offset, const std::vector<u8> &data, u6
 	return buf;
 }
 
+/* What a test frame is made of: by default from the client to the server. */
+struct frame_spec {
+	u32 dst_ip = server_ip;
+	u16 dst_port = server_port;
+	u16 frag = 0x4000;		/* DF */
+	u32 ihl_words = 5;
+	u16 vlan = 0;			/* 0: no 802.1Q tag */
+	bool udp_checksum = false;	/* compute one (else 0: none) */
+	const u8 *dst_mac = server_mac;
+	const u8 *src_mac = client_mac;
+	u32 src_ip = client_ip;
+	u16 src_port = client_port;
+};
+
+/* An Ethernet frame carrying @payload over UDP as @spec says, with a valid IPv4 checksum. */
+inline std::vector<u8> build_frame(const frame_spec &spec, const std::vector<u8> &payload)
+{
+	u32 ihl = spec.ihl_words * 4;
+	u32 l3 = eth_header_size + (spec.vlan ? vlan_tag_size : 0);
+	std::vector<u8> f(l3 + ihl + udp_header_size + payload.size());
+	memcpy(&f[0], spec.dst_mac, 6);
+	memcpy(&f[6], spec.src_mac, 6);
+	if (spec.vlan) {
+		store_be16(&f[12], 0x8100);
+		store_be16(&f[14], spec.vlan);
+	}
+	store_be16(&f[l3 - 2], 0x0800);
+	u8 *ip = &f[l3];
+	ip[0] = (u8)(0x40 | spec.ihl_words);
+	store_be16(ip + 2, (u16)(ihl + udp_header_size + payload.size()));
+	store_be16(ip + 6, spec.frag);
+	ip[8] = 64;
+	ip[9] = 17;
+	memcpy(ip + 12, &spec.src_ip, 4);
+	memcpy(ip + 16, &spec.dst_ip, 4);
+	store_be16(ip + 10, ipv4_checksum(ip, ihl));
+	u8 *udp = ip + ihl;
+	u32 udp_len = udp_header_size + (u32)payload.size();
+	store_be16(udp, spec.src_port);
+	store_be16(udp + 2, spec.dst_port);
+	store_be16(udp + 4, (u16)udp_len);
+	memcpy(udp + 8, payload.data(), payload.size());
+	if (spec.udp_checksum) {
+		u64 sum = ones_sum(ip + 12, 8, 0) + 17 + udp_len;
+		sum = ones_sum(udp, udp_len, sum);
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		u16 c = (u16)~sum;
+		store_be16(udp + 6, c ? c : 0xffff);
+	}
+	return f;
+}
+
 /* An Ethernet frame carrying @payload over UDP from the client to @dst_ip:@dst_port. */
 inline std::vector<u8> udp_frame(u32 dst_ip, u16 dst_port, const std::vector<u8> &payload,
 				 u16 frag = 0x4000, u32 ihl_words = 5)
 {
-	u32 ihl = ihl_words * 4;
-	std::vector<u8> f(eth_header_size + ihl + udp_header_size + payload.size());
-	memcpy(&f[0], server_mac, 6);
-	memcpy(&f[6], client_mac, 6);
-	store_be16(&f[12], 0x0800);
-	u8 *ip = &f[14];
-	ip[0] = (u8)(0x40 | ihl_words);
-	store_be16(ip + 2, (u16)(ihl + udp_header_size + payload.size()));
-	store_be16(ip + 6, frag);
-	ip[8] = 64;
-	ip[9] = 17;
-	memcpy(ip + 12, &client_ip, 4);
-	memcpy(ip + 16, &dst_ip, 4);
-	u8 *udp = ip + ihl;
-	store_be16(udp, client_port);
-	store_be16(udp + 2, dst_port);
-	store_be16(udp + 4, (u16)(udp_header_size + payload.size()));
-	memcpy(udp + 8, payload.data(), payload.size());
-	return f;
+	frame_spec spec;
+	spec.dst_ip = dst_ip;
+	spec.dst_port = dst_port;
+	spec.frag = frag;
+	spec.ihl_words = ihl_words;
+	return build_frame(spec, payload);
 }
 
 inline std::vector<u8> to_server(const std::vector<u8> &payload)
@@ -68,18 +108,25 @@ inline std::vector<u8> to_server(const std::vector<u8> &payload)
 	return udp_frame(server_ip, server_port, payload);
 }
 
+/* Where a reply's IPv4 header starts: behind a VLAN tag if it has one. */
+inline u32 reply_l3(const std::vector<u8> &frame)
+{
+	return load_be16(frame.data() + 12) == 0x8100 ? eth_header_size + vlan_tag_size
+						      : eth_header_size;
+}
+
 /* The netblk header of a reply frame (20-byte IPv4 header, as replies have). */
 inline header reply_header(const std::vector<u8> &frame)
 {
 	header h{};
-	decode_header(frame.data() + eth_header_size + ipv4_header_size + udp_header_size,
+	decode_header(frame.data() + reply_l3(frame) + ipv4_header_size + udp_header_size,
 		      header_size, &h);
 	return h;
 }
 
 inline std::vector<u8> reply_data(const std::vector<u8> &frame)
 {
-	return std::vector<u8>(frame.begin() + reply_headroom, frame.end());
+	return std::vector<u8>(frame.begin() + reply_l3(frame) + datagram_overhead, frame.end());
 }
 
 } // namespace test

@@ -42,13 +42,20 @@ struct instance_fixture : ::testing::Test {
 		return v;
 	}
 
-	/* One round of the worker. */
+	/*
+	 * The worker, until it has nothing left to do: each round a
+	 * millisecond later, past the backoffs the core sets.
+	 */
 	void work()
 	{
-		now += 50;
-		netblk_core_submit(inst->core);
-		while (netblk_core_reply(inst->core, now))
-			;
+		for (int round = 0; round < 1000; round++) {
+			now += 1000000;
+			netblk_core_submit(inst->core, now);
+			while (netblk_core_reply(inst->core, now))
+				;
+			if (netblk_core_next_work(inst->core, now) == NETBLK_NO_WORK)
+				return;
+		}
 	}
 
 	netblk_stats stats()
@@ -237,15 +244,15 @@ TEST_F(instance_fixture, StagesMoveFromQueuedToDiskToDone)
 	netblk_stats s = stats();
 	EXPECT_EQ(s.inflight_queued, 3u);
 
-	netblk_core_submit(inst->core);
+	netblk_core_submit(inst->core, now);
 	s = stats();
 	EXPECT_EQ(s.inflight_queued, 0u);
 	EXPECT_EQ(s.inflight_disk, 3u);
-	EXPECT_TRUE(netblk_core_has_work(inst->core) == 0);
+	EXPECT_EQ(netblk_core_next_work(inst->core, now), NETBLK_NO_WORK);
 
 	/* A slot counts as at the disk until the worker takes its completion. */
 	inst->finish_ios();
-	EXPECT_TRUE(netblk_core_has_work(inst->core) != 0);
+	EXPECT_EQ(netblk_core_next_work(inst->core, now), 0u);
 	netblk_core_reply(inst->core, now + 100);
 	s = stats();
 	EXPECT_EQ(s.inflight_disk, 0u);
@@ -271,32 +278,114 @@ TEST_F(instance_fixture, DiskBusyIsRetriedNotFailed)
 	expect_nothing_held();
 }
 
-TEST_F(instance_fixture, DiskBusyWaitsForTheDiskToFinishSomething)
+TEST_F(instance_fixture, DiskBusyIsRetriedAfterABackoffOrOnceTheDiskFinishesSomething)
 {
 	inst->complete_at_once = false;
 	receive(to_server(write_request(0, pattern(512, 1), 1)));
-	netblk_core_submit(inst->core);			/* A: at the disk */
+	netblk_core_submit(inst->core, now);		/* A: at the disk */
 	inst->disk_refusals = 1;
 	receive(to_server(write_request(512, pattern(512, 2), 2)));
-	netblk_core_submit(inst->core);			/* B: refused for now */
+	netblk_core_submit(inst->core, now);		/* B: refused for now */
 	inst->finish_newest();
 	netblk_core_reply(inst->core, now);
 	EXPECT_EQ(stats().disk_busy, 1u);
 
-	/* Trying B again before A is done would only be refused again. */
-	EXPECT_FALSE(netblk_core_has_work(inst->core));
+	/* Trying B again at once would only be refused again: a backoff first. */
+	uint64_t due = netblk_core_next_work(inst->core, now);
+	EXPECT_EQ(due, now + nb::engine::again_backoff_ns);
 	uint64_t submissions = inst->submissions;
-	netblk_core_submit(inst->core);
+	netblk_core_submit(inst->core, now + 1000);
 	EXPECT_EQ(inst->submissions, submissions);
 
 	inst->finish_ios();				/* A done: room again */
-	netblk_core_reply(inst->core, now);
-	EXPECT_TRUE(netblk_core_has_work(inst->core));
-	netblk_core_submit(inst->core);
+	netblk_core_reply(inst->core, now + 1000);
+	EXPECT_EQ(netblk_core_next_work(inst->core, now + 1000), 0u);
+	netblk_core_submit(inst->core, now + 1000);
 	EXPECT_EQ(inst->submissions, submissions + 1);
 	inst->finish_ios();
-	netblk_core_reply(inst->core, now);
+	netblk_core_reply(inst->core, now + 2000);
 	EXPECT_EQ(inst->sent.size(), 2u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, DiskAgainBacksOffThenSubmitsWithoutNowait)
+{
+	/* A bio the disk takes only when it may block (one it must split, say). */
+	inst->refuse_nowait = true;
+	std::vector<u8> data = pattern(1024, 6);
+	receive(to_server(write_request(0, data, 4)));
+	uint64_t t = now, backoff = nb::engine::again_backoff_ns;
+	for (int i = 0; i < nb::engine::again_nowait_tries; i++) {
+		netblk_core_submit(inst->core, t);
+		netblk_core_reply(inst->core, t);
+		ASSERT_EQ(netblk_core_next_work(inst->core, t), t + backoff) << "try " << i;
+		EXPECT_EQ(netblk_core_next_work(inst->core, t + backoff), 0u);
+		t += backoff;
+		backoff *= 2;
+	}
+	netblk_core_submit(inst->core, t);
+	netblk_core_reply(inst->core, t);
+	ASSERT_EQ(inst->blocking.size(), nb::engine::again_nowait_tries + 1u);
+	EXPECT_FALSE(inst->blocking.front());
+	EXPECT_TRUE(inst->blocking.back()) << "the last try may block";
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(reply_header(inst->sent[0]).status, status_ok);
+	EXPECT_TRUE(std::equal(data.begin(), data.end(), inst->disk.begin()));
+	netblk_stats s = stats();
+	EXPECT_EQ(s.disk_busy, (uint64_t)nb::engine::again_nowait_tries);
+	EXPECT_EQ(s.disk_blocking, 1u);
+	EXPECT_EQ(s.disk_gave_up, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, DiskAgainForeverIsAnsweredEagain)
+{
+	inst->disk_refusals = 1000;
+	receive(to_server(request(op_read, 0, 1024, 0, 0, 8)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u);
+	header h = reply_header(inst->sent[0]);
+	EXPECT_EQ(h.status, status_eagain);
+	EXPECT_EQ(h.handle, 8u);
+	EXPECT_EQ(inst->sent[0].size(), reply_headroom) << "headers alone";
+	EXPECT_EQ(inst->submissions, (uint64_t)nb::engine::again_tries_max);
+	netblk_stats s = stats();
+	EXPECT_EQ(s.disk_gave_up, 1u);
+	EXPECT_EQ(s.io_errors, 0u);
+	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, NoBufferToReadIntoIsAnsweredEagainNotEio)
+{
+	inst->no_buffers = true;
+	receive(to_server(request(op_read, 0, 2048, 0, 0, 3)));
+	receive(to_server(request(op_info, 0, 0, 0, 0, 4)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 3u);
+	for (auto &f : inst->sent) {
+		EXPECT_EQ(reply_header(f).status, status_eagain);
+		EXPECT_EQ(f.size(), reply_headroom);
+	}
+	EXPECT_EQ(inst->spare.size(), 3u) << "answered in reply buffers";
+	netblk_stats s = stats();
+	EXPECT_EQ(s.no_buffer, 3u);
+	EXPECT_EQ(s.io_errors, 0u);
+	EXPECT_EQ(s.replies_dropped, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, NoReplyBufferEitherIsCountedAsDropped)
+{
+	inst->no_buffers = true;
+	inst->no_spare = true;
+	receive(to_server(request(op_read, 0, 1024)));
+	work();
+	EXPECT_TRUE(inst->sent.empty());
+	netblk_stats s = stats();
+	EXPECT_EQ(s.no_buffer, 1u);
+	EXPECT_EQ(s.replies_dropped, 1u);
+	EXPECT_EQ(s.io_errors, 0u);
 	expect_nothing_held();
 }
 
@@ -326,25 +415,198 @@ TEST_F(instance_fixture, FlushAndFua)
 	EXPECT_EQ(s.fua_writes, 1u);
 }
 
-TEST_F(instance_fixture, ReplyTheNicRefusesIsCountedAndItsSlotFreed)
+TEST_F(instance_fixture, ReplyTheNicHasNoRoomForIsSentAgain)
 {
 	inst->nic_takes = 1;
 	receive(to_server(write_request(0, pattern(512, 1), 1)));
 	receive(to_server(write_request(512, pattern(512, 2), 2)));
-	work();
+	netblk_core_submit(inst->core, now);
+	netblk_core_reply(inst->core, now);
 	EXPECT_EQ(inst->sent.size(), 1u);
-	EXPECT_EQ(inst->freed_frames.size(), 1u);
+	EXPECT_TRUE(inst->freed_frames.empty()) << "the other frame is kept to be sent again";
+	uint64_t due = netblk_core_next_work(inst->core, now);
+	EXPECT_EQ(due, now + nb::engine::tx_backoff_min_ns);
+	EXPECT_EQ(netblk_core_reply(inst->core, now + 1), 0u) << "not before its time";
+	netblk_core_reply(inst->core, due);
+	ASSERT_EQ(inst->sent.size(), 2u);
+	EXPECT_EQ(reply_header(inst->sent[1]).handle, 2u);
+	netblk_stats s = stats();
+	EXPECT_EQ(s.tx_deferred, 1u);
+	EXPECT_EQ(s.replies_dropped, 0u);
+	EXPECT_EQ(s.frames_tx, 2u);
+	EXPECT_EQ(netblk_core_tx_failure(inst->core), 0) << "a full ring is no failure";
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, ReplyTheNicCannotTakeFor100msIsDropped)
+{
+	inst->nic_takes = 0;
+	std::vector<u8> *frame = nullptr;
+	receive(to_server(write_request(0, pattern(512, 1), 1)), 0, &frame);
+	uint64_t t0 = now;
+	netblk_core_submit(inst->core, t0);
+	netblk_core_reply(inst->core, t0);
+	for (uint64_t t = t0; t < t0 + nb::engine::tx_give_up_ns + 2000000; t += 1000000)
+		netblk_core_reply(inst->core, t);
+	ASSERT_EQ(inst->freed_frames.size(), 1u);
+	EXPECT_EQ(inst->freed_frames[0], frame->data());
 	netblk_stats s = stats();
 	EXPECT_EQ(s.replies_dropped, 1u);
-	EXPECT_EQ(s.frames_tx, 1u);
+	EXPECT_EQ(netblk_core_next_work(inst->core, now), NETBLK_NO_WORK);
 	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, NicFailingEveryTransmitForASecondIsAnInstanceFailure)
+{
+	/* mlx5 or i40e from a CPU they have no XDP transmit queue for */
+	inst->nic_error = -6;	/* -ENXIO */
+	uint64_t t0 = now;
+	for (uint64_t t = t0; t <= t0 + 1200000000ull; t += 10000000) {
+		receive(to_server(write_request(0, pattern(512, 1), 1)));
+		netblk_core_submit(inst->core, t);
+		netblk_core_reply(inst->core, t);
+		if (t < t0 + nb::engine::tx_failure_ns) {
+			ASSERT_EQ(netblk_core_tx_failure(inst->core), 0) << "too soon, at " << t - t0;
+		}
+	}
+	EXPECT_EQ(netblk_core_tx_failure(inst->core), -6);
+	EXPECT_TRUE(inst->sent.empty());
+	netblk_stats s = stats();
+	EXPECT_GE(s.tx_errors, 100u);
+	EXPECT_GT(s.replies_dropped, 0u) << "each reply gives up after 100 ms";
+}
+
+TEST_F(instance_fixture, NicErrorsThatStopAreNoFailure)
+{
+	inst->nic_error = -6;
+	uint64_t t0 = now;
+	for (uint64_t t = t0; t < t0 + 900000000ull; t += 10000000) {
+		receive(to_server(write_request(0, pattern(512, 1), 1)));
+		netblk_core_submit(inst->core, t);
+		netblk_core_reply(inst->core, t);
+	}
+	inst->nic_error = 0;
+	now = t0 + 900000000ull;
+	work();
+	EXPECT_FALSE(inst->sent.empty());
+	now += 2000000000ull;
+	inst->nic_error = -6;
+	receive(to_server(write_request(0, pattern(512, 1), 1)));
+	work();
+	EXPECT_EQ(netblk_core_tx_failure(inst->core), 0) << "a second of errors, not in all";
+}
+
+TEST_F(instance_fixture, NoReplyLargerThanTheNicsMtuNow)
+{
+	inst->disk.assign(disk_size, 7);
+	netblk_core_set_link(inst->core, 1000, server_mac);	/* the mtu went down */
+	receive(to_server(request(op_read, 0, 1024, 0, 0, 1)));	/* 1082-byte answer */
+	receive(to_server(request(op_read, 0, 512, 0, 0, 2)));	/* 570 */
+	receive(to_server(write_request(0, pattern(1024, 3), 3)));	/* answered by 58 */
+	work();
+	ASSERT_EQ(inst->sent.size(), 2u);
+	for (auto &f : inst->sent) {
+		EXPECT_NE(reply_header(f).handle, 1u);
+		EXPECT_LE(f.size() - 14, 1000u);
+	}
+	netblk_stats s = stats();
+	EXPECT_EQ(s.replies_oversized, 1u);
+	EXPECT_EQ(s.replies_dropped, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, RepliesComeFromTheNicsMacAsItIsNow)
+{
+	const u8 changed[6] = {0x02, 0x11, 0x22, 0x33, 0x44, 0x55};
+	netblk_core_set_link(inst->core, 1500, changed);
+	EXPECT_EQ(receive(to_server(request(op_info, 0, 0))), NETBLK_RX_FREE);
+	EXPECT_EQ(stats().dropped[NETBLK_DROP_MISADDRESSED], 1u) << "sent to the old MAC";
+
+	frame_spec spec;
+	spec.dst_mac = changed;
+	std::vector<u8> *frame = nullptr;
+	ASSERT_EQ(receive(build_frame(spec, request(op_read, disk_size, 512)), 0, &frame),
+		  NETBLK_RX_REPLY);
+	EXPECT_EQ(0, memcmp(frame->data() + 6, changed, 6)) << "a refusal, in place";
+	receive(build_frame(spec, request(op_read, 0, 512)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(0, memcmp(inst->sent[0].data() + 6, changed, 6));
+	EXPECT_EQ(0, memcmp(inst->sent[0].data(), client_mac, 6));
+}
+
+TEST_F(instance_fixture, DropsAreCountedByReason)
+{
+	const u8 broadcast[6] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+	frame_spec bcast_src;
+	bcast_src.src_mac = broadcast;
+	EXPECT_EQ(receive(build_frame(bcast_src, request(op_read, 0, 16384))), NETBLK_RX_FREE);
+	frame_spec loopback;
+	loopback.src_ip = htonl(0x7f000001);
+	receive(build_frame(loopback, request(op_read, 0, 512)));
+	frame_spec bad_sum;
+	bad_sum.udp_checksum = true;
+	std::vector<u8> f = build_frame(bad_sum, write_request(0, pattern(512, 1), 1));
+	f.back() ^= 0xff;
+	receive(f);
+	frame_spec tagged;
+	tagged.vlan = 7;
+	receive(build_frame(tagged, request(op_info, 0, 0)));
+	receive(to_server(request(op_info | op_reply_bit, 0, 0)));
+	netblk_core_rx_drop(inst->core, 1, NETBLK_DROP_MULTIBUFFER);
+	work();
+
+	EXPECT_TRUE(inst->sent.empty()) << "none of them is answered";
+	netblk_stats s = stats();
+	EXPECT_EQ(s.dropped[NETBLK_DROP_SOURCE], 2u);
+	EXPECT_EQ(s.dropped[NETBLK_DROP_CHECKSUM], 1u);
+	EXPECT_EQ(s.dropped[NETBLK_DROP_VLAN], 1u);
+	EXPECT_EQ(s.dropped[NETBLK_DROP_NOT_REQUEST], 1u);
+	EXPECT_EQ(s.dropped[NETBLK_DROP_MULTIBUFFER], 1u);
+	EXPECT_EQ(s.bad, 6u);
+	EXPECT_EQ(s.frames_rx, 6u);
+	EXPECT_EQ(s.requests, 0u);
+	expect_nothing_held();
+}
+
+TEST(Datapath, VlanInstanceAnswersTaggedRequestsTagged)
+{
+	netblk_instance *inst = fake_start(disk_size, false, 3, 5);
+	ASSERT_NE(inst, nullptr);
+	EXPECT_EQ(netblk_core_reply_headroom(inst->core), 76u);
+	std::vector<u8> data = pattern(1024, 2);
+	std::copy(data.begin(), data.end(), inst->disk.begin());
+	frame_spec tagged;
+	tagged.vlan = 5;
+	auto frame = build_frame(tagged, request(op_read, 0, 1024, 0, 0, 9));
+	uint32_t len = (uint32_t)frame.size();
+	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, 1),
+		  NETBLK_RX_FREE);
+	netblk_core_submit(inst->core, 2);
+	netblk_core_reply(inst->core, 3);
+	ASSERT_EQ(inst->sent.size(), 1u);
+	const std::vector<u8> &r = inst->sent[0];
+	EXPECT_EQ(load_be16(&r[12]), 0x8100);
+	EXPECT_EQ(load_be16(&r[14]) & 0xfff, 5);
+	EXPECT_EQ(reply_header(r).handle, 9u);
+	EXPECT_EQ(reply_data(r), data);
+	EXPECT_EQ(r.size(), 76u + 1024);
+
+	auto untagged = to_server(request(op_info, 0, 0));
+	len = (uint32_t)untagged.size();
+	EXPECT_EQ(netblk_core_receive(inst->core, 0, untagged.data(), untagged.data(), &len, 1),
+		  NETBLK_RX_FREE);
+	netblk_stats s{};
+	netblk_core_read_stats(inst->core, &s);
+	EXPECT_EQ(s.dropped[NETBLK_DROP_VLAN], 1u);
+	fake_stop(inst);
 }
 
 TEST_F(instance_fixture, StopDropsWhatIsQueuedAndFreesItsFrames)
 {
 	inst->complete_at_once = false;
 	receive(to_server(write_request(0, pattern(512, 1), 1)));
-	netblk_core_submit(inst->core);		/* this one is at the disk */
+	netblk_core_submit(inst->core, now);	/* this one is at the disk */
 	receive(to_server(write_request(512, pattern(512, 2), 2)));
 	receive(to_server(request(op_read, 0, 4096)));
 
@@ -368,7 +630,7 @@ TEST_F(instance_fixture, ServiceTimeIsRecordedFromArrivalToReply)
 {
 	receive(to_server(request(op_read, 0, 512)));
 	now = 1000 + 75000;
-	netblk_core_submit(inst->core);
+	netblk_core_submit(inst->core, now);
 	netblk_core_reply(inst->core, now);
 	ASSERT_EQ(inst->sent.size(), 1u);
 	/* the core's histogram saw 75 us */
@@ -389,7 +651,7 @@ TEST(Datapath, MisalignedPayloadIsCopiedAndCounted)
 	uint32_t len = (uint32_t)frame.size();
 	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, 1),
 		  NETBLK_RX_KEPT);
-	netblk_core_submit(inst->core);
+	netblk_core_submit(inst->core, 2);
 	netblk_core_reply(inst->core, 2);
 	EXPECT_TRUE(std::equal(data.begin(), data.end(), inst->disk.begin()));
 	netblk_stats s{};
