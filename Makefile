@@ -44,7 +44,7 @@ netblkctl: tools/netblkctl/netblkctl
 tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h \
 		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
 		build/bpf/netblk.skel.h
-	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibuild/bpf -o $@ $(NETBLKCTL_SRCS) \
+	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf -o $@ $(NETBLKCTL_SRCS) \
 		kmod/core/histogram.cpp -lmnl -lbpf
 
 # The XDP steering program (bpf/README.md) and the skeleton netblkctl embeds

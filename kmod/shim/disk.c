@@ -23,8 +23,11 @@ int netblk_disk_init(struct netblk_instance *inst)
 	u32 slots = netblk_core_slots(inst->core), i;
 
 	inst->ios = kvcalloc(slots, sizeof(*inst->ios), GFP_KERNEL);
-	if (!inst->ios)
+	inst->polling = bitmap_zalloc(slots, GFP_KERNEL);
+	if (!inst->ios || !inst->polling) {
+		netblk_disk_exit(inst);
 		return -ENOMEM;
+	}
 	for (i = 0; i < slots; i++) {
 		inst->ios[i].inst = inst;
 		inst->ios[i].slot = i;
@@ -47,6 +50,8 @@ int netblk_disk_init(struct netblk_instance *inst)
 
 void netblk_disk_exit(struct netblk_instance *inst)
 {
+	bitmap_free(inst->polling);
+	inst->polling = NULL;
 	kvfree(inst->ios);
 	inst->ios = NULL;
 }
@@ -74,6 +79,7 @@ static void netblk_io_end(struct bio *bio)
 	u16 status = netblk_io_status(bio->bi_status);
 
 	rcu_read_lock();
+	clear_bit(io->slot, inst->polling);
 	bio_uninit(bio);
 	if (status && status != NETBLK_IO_AGAIN) {
 		/* announced by the reaper, which the worker kicks */
@@ -85,8 +91,18 @@ static void netblk_io_end(struct bio *bio)
 	rcu_read_unlock();
 }
 
+/*
+ * Only plain reads and writes are polled.  A flush (or a FUA write) goes
+ * through blk-flush's own request, whose completion the original bio's
+ * cookie does not name: polling it would never reap it.
+ */
+static bool netblk_pollable(struct netblk_instance *inst, blk_opf_t opf)
+{
+	return inst->polled && !(opf & (REQ_PREFLUSH | REQ_FUA));
+}
+
 int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
-			  u64 offset, u8 *data, u32 len, int fua)
+			  u64 offset, u8 *data, u32 len, int fua, int may_block)
 {
 	struct netblk_io *io = &inst->ios[slot];
 	struct bio *bio = &io->bio;
@@ -105,10 +121,16 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 	default:
 		return -EINVAL;
 	}
-	if (inst->nowait)
+	/*
+	 * The core asks for a blocking submission of an I/O the disk keeps
+	 * answering "again" without one (one it has to split, say).
+	 */
+	if (inst->nowait && !may_block)
 		opf |= REQ_NOWAIT;
-	if (inst->polled)
+	if (netblk_pollable(inst, opf)) {
 		opf |= REQ_POLLED;
+		set_bit(slot, inst->polling);
+	}
 
 	bio_init(bio, file_bdev(inst->bdev_file), &io->bvec, 1, opf);
 	if (data) {
@@ -124,16 +146,20 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 	bio->bi_end_io = netblk_io_end;
 	bio->bi_private = io;
 	submit_bio(bio);
-	inst->poll_slot = slot;
 	return 0;
 }
 
 /*
- * Reap polled completions: polling any bio of the queue reaps all of the
- * queue's, so the last one submitted will do -- even once it has completed,
- * its cookie still names the queue, and its memory stays the instance's.
+ * Reap polled completions: every polled bio in flight, since they may be on
+ * different queues -- of a stacked device's members, or of the NVMe poll
+ * queues of different CPUs.  One that completes meanwhile is harmless to poll:
+ * its cookie still names a queue, and its memory stays the instance's.  Only
+ * the worker submits, so none is reused under us.
  */
 void netblk_disk_poll(struct netblk_instance *inst)
 {
-	bio_poll(&inst->ios[inst->poll_slot].bio, NULL, 0);
+	u32 slot, slots = netblk_core_slots(inst->core);
+
+	for_each_set_bit(slot, inst->polling, slots)
+		bio_poll(&inst->ios[slot].bio, NULL, 0);
 }

@@ -4,6 +4,7 @@
  * multicast group.  The contract is uapi/netblk_genl.h.
  */
 #include "netblk.h"
+#include "compat.h"
 
 #include <net/genetlink.h>
 #include <net/netlink.h>
@@ -23,6 +24,9 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_POLL_US]	= { .type = NLA_U32 },
 	[NETBLK_A_ALL]		= { .type = NLA_FLAG },
 	[NETBLK_A_XDP_LINK_FD]	= { .type = NLA_U32 },
+	[NETBLK_A_VLAN]		= { .type = NLA_U16 },
+	[NETBLK_A_ALLOW]	= { .type = NLA_NESTED },
+	[NETBLK_A_ALLOW_PREFIX]	= NLA_POLICY_EXACT_LEN(sizeof(struct netblk_prefix)),
 };
 
 static struct genl_family netblk_family;
@@ -30,7 +34,8 @@ static struct genl_family netblk_family;
 enum netblk_mcgrp { NETBLK_MCGRP_EVENTS };
 
 static const struct genl_multicast_group netblk_mcgrps[] = {
-	[NETBLK_MCGRP_EVENTS] = { .name = NETBLK_GENL_MCGRP_EVENTS },
+	/* events name devices and addresses: as privileged as LIST */
+	[NETBLK_MCGRP_EVENTS] = { .name = NETBLK_GENL_MCGRP_EVENTS, .flags = NETBLK_MCGRP_FLAGS },
 };
 
 /* ---- messages ---- */
@@ -63,6 +68,20 @@ static const struct {
 	{ NETBLK_S_BYTES_COPIED, offsetof(struct netblk_stats, bytes_copied) },
 	{ NETBLK_S_DISK_BATCHES, offsetof(struct netblk_stats, disk_batches) },
 	{ NETBLK_S_TX_BATCHES, offsetof(struct netblk_stats, tx_batches) },
+	{ NETBLK_S_DROP_MALFORMED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MALFORMED]) },
+	{ NETBLK_S_DROP_FRAGMENT, offsetof(struct netblk_stats, dropped[NETBLK_DROP_FRAGMENT]) },
+	{ NETBLK_S_DROP_MULTIBUFFER, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MULTIBUFFER]) },
+	{ NETBLK_S_DROP_MISADDRESSED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MISADDRESSED]) },
+	{ NETBLK_S_DROP_VLAN, offsetof(struct netblk_stats, dropped[NETBLK_DROP_VLAN]) },
+	{ NETBLK_S_DROP_SOURCE, offsetof(struct netblk_stats, dropped[NETBLK_DROP_SOURCE]) },
+	{ NETBLK_S_DROP_CHECKSUM, offsetof(struct netblk_stats, dropped[NETBLK_DROP_CHECKSUM]) },
+	{ NETBLK_S_DROP_NOT_REQUEST, offsetof(struct netblk_stats, dropped[NETBLK_DROP_NOT_REQUEST]) },
+	{ NETBLK_S_DISK_BLOCKING, offsetof(struct netblk_stats, disk_blocking) },
+	{ NETBLK_S_DISK_GAVE_UP, offsetof(struct netblk_stats, disk_gave_up) },
+	{ NETBLK_S_NO_BUFFER, offsetof(struct netblk_stats, no_buffer) },
+	{ NETBLK_S_REPLIES_OVERSIZED, offsetof(struct netblk_stats, replies_oversized) },
+	{ NETBLK_S_TX_DEFERRED, offsetof(struct netblk_stats, tx_deferred) },
+	{ NETBLK_S_TX_ERRORS, offsetof(struct netblk_stats, tx_errors) },
 };
 
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
@@ -72,7 +91,7 @@ static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *i
 	unsigned int i;
 
 	/* every counter but the padding attribute has its row */
-	BUILD_BUG_ON(ARRAY_SIZE(netblk_stat_fields) != NETBLK_S_PAD - 1);
+	BUILD_BUG_ON(ARRAY_SIZE(netblk_stat_fields) != NETBLK_S_MAX - 1);
 	netblk_core_read_stats(inst->core, &s);
 	nest = nla_nest_start(skb, NETBLK_A_STATS);
 	if (!nest)
@@ -138,6 +157,26 @@ free:
 	return err;
 }
 
+static int netblk_put_allow(struct sk_buff *skb, const struct netblk_instance *inst)
+{
+	struct nlattr *nest;
+	u32 i;
+
+	if (!inst->nr_allow)
+		return 0;
+	nest = nla_nest_start(skb, NETBLK_A_ALLOW);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < inst->nr_allow; i++) {
+		if (nla_put(skb, NETBLK_A_ALLOW_PREFIX, sizeof(inst->allow[i]), &inst->allow[i])) {
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
 /* The attributes that describe an instance, as START, LIST and events carry them. */
 static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 			       unsigned int what)
@@ -147,6 +186,8 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
 	    nla_put_string(skb, NETBLK_A_IFNAME, inst->nic->name) ||
 	    nla_put_u32(skb, NETBLK_A_IFINDEX, inst->nic->ifindex) ||
+	    nla_put_string(skb, NETBLK_A_DRIVER, inst->driver) ||
+	    (inst->vlan && nla_put_u16(skb, NETBLK_A_VLAN, inst->vlan)) ||
 	    nla_put_in_addr(skb, NETBLK_A_ADDR, inst->addr) ||
 	    nla_put_u32(skb, NETBLK_A_MTU, inst->mtu) ||
 	    nla_put_u32(skb, NETBLK_A_CPU, inst->cpu) ||
@@ -155,9 +196,14 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
 	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
 	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
-	    nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex) ||
+	    (inst->handoff && nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex)) ||
+	    nla_put_u32(skb, NETBLK_A_STATE, inst->state) ||
 	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS, netblk_instance_uptime_ms(inst),
-			      NETBLK_A_PAD))
+			      NETBLK_A_PAD) ||
+	    (inst->state == NETBLK_STATE_STOPPING &&
+	     nla_put_u64_64bit(skb, NETBLK_A_STOPPING_MS, netblk_instance_stopping_ms(inst),
+			       NETBLK_A_PAD)) ||
+	    netblk_put_allow(skb, inst))
 		return -EMSGSIZE;
 	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
 		return -EMSGSIZE;
@@ -248,6 +294,34 @@ static void netblk_genl_notify_failed(const struct netblk_start_params *p, int e
 
 /* ---- commands ---- */
 
+/* ALLOW: the prefixes, checked further by the instance (instance.c). */
+static int netblk_parse_allow(struct genl_info *info, struct netblk_start_params *p)
+{
+	struct nlattr *nest = info->attrs[NETBLK_A_ALLOW], *a;
+	int rem;
+
+	if (!nest)
+		return 0;
+	nla_for_each_nested(a, nest, rem) {
+		if (nla_type(a) != NETBLK_A_ALLOW_PREFIX ||
+		    nla_len(a) != sizeof(struct netblk_prefix)) {
+			NL_SET_ERR_MSG_ATTR(info->extack, a, "ALLOW holds ALLOW_PREFIX entries only");
+			return -EINVAL;
+		}
+		if (p->nr_allow == NETBLK_ALLOW_MAX) {
+			NL_SET_ERR_MSG_FMT(info->extack, "allow= takes at most %u prefixes",
+					   NETBLK_ALLOW_MAX);
+			return -E2BIG;
+		}
+		memcpy(&p->allow[p->nr_allow++], nla_data(a), sizeof(struct netblk_prefix));
+	}
+	if (!p->nr_allow) {
+		NL_SET_ERR_MSG(info->extack, "allow= names no prefix");
+		return -EINVAL;
+	}
+	return 0;
+}
+
 static int netblk_parse_start(struct genl_info *info, struct netblk_start_params *p)
 {
 	struct nlattr **a = info->attrs;
@@ -271,75 +345,152 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 	}
 	if (a[NETBLK_A_POLL_US])
 		p->poll_us = nla_get_u32(a[NETBLK_A_POLL_US]);
+	if (a[NETBLK_A_VLAN])
+		p->vlan = nla_get_u16(a[NETBLK_A_VLAN]);
 	p->xdp_link_fd = a[NETBLK_A_XDP_LINK_FD] ? (int)nla_get_u32(a[NETBLK_A_XDP_LINK_FD]) : -1;
-	return 0;
+	return netblk_parse_allow(info, p);
 }
 
 static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 {
-	struct netblk_start_params params;
+	struct netblk_start_params *params;
 	struct netblk_instance *inst;
-	struct sk_buff *reply;
+	struct sk_buff *reply = NULL;
 	int err;
 
-	err = netblk_parse_start(info, &params);
+	params = kzalloc(sizeof(*params), GFP_KERNEL);
+	if (!params)
+		return -ENOMEM;
+	err = netblk_parse_start(info, params);
 	if (err)
-		return err;
+		goto out;
+	err = -ENOMEM;
 	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!reply)
-		return -ENOMEM;
+		goto out;
 
 	mutex_lock(&netblk_lock);
-	err = netblk_instance_start(&params, info->extack, &inst);
+	err = netblk_instance_start(params, info->extack, &inst);
 	if (err) {
 		mutex_unlock(&netblk_lock);
-		nlmsg_free(reply);
-		netblk_genl_notify_failed(&params, err, info->extack ? info->extack->_msg : NULL);
-		return err;
+		netblk_genl_notify_failed(params, err, info->extack ? info->extack->_msg : NULL);
+		goto out;
 	}
 	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
-		inst->device, inst->nic->name, &inst->addr, inst->port,
+		inst->device, inst->addr_dev->name, &inst->addr, inst->port,
 		netblk_core_max_io(inst->core), inst->cpu);
 	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
 	netblk_monitor_kick();	/* and from now on once a second */
 	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
 				   NETBLK_CMD_START, 0);
 	mutex_unlock(&netblk_lock);
-	if (err) {
-		nlmsg_free(reply);
-		return err;
+	if (!err) {
+		err = genlmsg_reply(reply, info);
+		reply = NULL;
 	}
-	return genlmsg_reply(reply, info);
+out:
+	nlmsg_free(reply);
+	kfree(params);
+	return err;
 }
 
-/* Stop one instance, telling the events group why; under netblk_lock. */
-void netblk_stop_one(struct netblk_instance *inst, enum netblk_stop_reason reason,
-		     const char *msg)
+/* The instances a STOP is for (@info NULL: all), each with a reference; NULL when none. */
+static struct netblk_instance **netblk_stop_targets(struct genl_info *info, u32 *n)
 {
-	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, reason, 0, msg);
-	if (msg)
-		pr_info("stopped serving %s on port %u: %s\n", inst->device, inst->port, msg);
-	else
-		pr_info("stopped serving %s on port %u\n", inst->device, inst->port);
-	netblk_instance_stop(inst);
+	struct netblk_instance **insts, *inst;
+	u32 count = 0;
+
+	lockdep_assert_held(&netblk_lock);
+	if (info && !info->attrs[NETBLK_A_ALL]) {
+		inst = netblk_instance_find(nla_get_u16(info->attrs[NETBLK_A_PORT]));
+		if (!inst)
+			return NULL;
+		insts = kmalloc(sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		insts[count++] = inst;
+	} else {
+		list_for_each_entry(inst, &netblk_instances, node)
+			count++;
+		insts = kmalloc_array(max(count, 1u), sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		count = 0;
+		list_for_each_entry(inst, &netblk_instances, node)
+			insts[count++] = inst;
+	}
+	for (*n = 0; *n < count; (*n)++)
+		kref_get(&insts[*n]->ref);
+	return insts;
+}
+
+/*
+ * Stop what a STOP names (every instance for rmmod, @info NULL): take their
+ * ports away at once, then wait for their disks without netblk_lock --
+ * @timeout jiffies in all, or as long as it takes for rmmod -- and release
+ * those that drained.  Those that did not are left stopping, announced once.
+ * 0 or an errno; *@released says how many were released, *@stopping how
+ * many were left stopping.
+ */
+static int netblk_stop_instances(struct genl_info *info, enum netblk_stop_reason reason,
+				 unsigned long timeout, u32 *released, u32 *stopping)
+{
+	unsigned long deadline = jiffies + timeout;
+	struct netblk_instance **insts;
+	u32 n, i;
+
+	*released = *stopping = 0;
+	mutex_lock(&netblk_lock);
+	insts = netblk_stop_targets(info, &n);
+	if (IS_ERR_OR_NULL(insts)) {
+		mutex_unlock(&netblk_lock);
+		return insts ? PTR_ERR(insts) : -ENOENT;
+	}
+	for (i = 0; i < n; i++)
+		netblk_instance_stop(insts[i], reason, NULL);
+	mutex_unlock(&netblk_lock);
+
+	for (i = 0; i < n; i++) {
+		if (info) {
+			netblk_instance_wait(insts[i], max_t(long, deadline - jiffies, 0));
+			continue;
+		}
+		/* rmmod: the disk may not be left with our bios; say what it waits for */
+		while (!netblk_instance_wait(insts[i], 10 * HZ))
+			pr_warn("unloading waits for port %u: %u requests still at %s\n",
+				insts[i]->port, netblk_core_at_disk(insts[i]->core),
+				insts[i]->device);
+	}
+
+	mutex_lock(&netblk_lock);
+	for (i = 0; i < n; i++) {
+		if (netblk_instance_finish(insts[i])) {
+			(*released)++;
+			continue;
+		}
+		netblk_instance_linger(insts[i]);
+		(*stopping)++;
+	}
+	mutex_unlock(&netblk_lock);
+	for (i = 0; i < n; i++)
+		netblk_instance_put(insts[i]);
+	kfree(insts);
+	return 0;
 }
 
 void netblk_stop_all(enum netblk_stop_reason reason)
 {
-	struct netblk_instance *inst, *next;
+	u32 released, stopping;
 
-	mutex_lock(&netblk_lock);
-	list_for_each_entry_safe(inst, next, &netblk_instances, node)
-		netblk_stop_one(inst, reason, NULL);
-	mutex_unlock(&netblk_lock);
+	netblk_stop_instances(NULL, reason, 0, &released, &stopping);
 }
 
 static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 {
-	struct netblk_instance *inst, *next;
+	u32 released, stopping;
 	struct sk_buff *reply;
-	u32 stopped = 0;
 	void *hdr;
+	int err;
 
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_PORT]) {
 		NL_SET_ERR_MSG(info->extack, "name the instance to stop by its port, or all");
@@ -348,31 +499,21 @@ static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!reply)
 		return -ENOMEM;
-
-	mutex_lock(&netblk_lock);
-	if (info->attrs[NETBLK_A_ALL]) {
-		list_for_each_entry_safe(inst, next, &netblk_instances, node) {
-			netblk_stop_one(inst, NETBLK_REASON_ASKED, NULL);
-			stopped++;
-		}
-	} else {
-		u16 port = nla_get_u16(info->attrs[NETBLK_A_PORT]);
-
-		inst = netblk_instance_find(port);
-		if (!inst) {
-			mutex_unlock(&netblk_lock);
-			nlmsg_free(reply);
-			NL_SET_ERR_MSG_FMT(info->extack, "no instance serves port %u (netblkctl list shows those that do)",
-					   port);
-			return -ENOENT;
-		}
-		netblk_stop_one(inst, NETBLK_REASON_ASKED, NULL);
-		stopped = 1;
+	err = netblk_stop_instances(info, NETBLK_REASON_ASKED, NETBLK_STOP_WAIT, &released,
+				    &stopping);
+	if (err == -ENOENT) {
+		nlmsg_free(reply);
+		NL_SET_ERR_MSG_FMT(info->extack, "no instance serves port %u (netblkctl list shows those that do)",
+				   nla_get_u16(info->attrs[NETBLK_A_PORT]));
+		return err;
 	}
-	mutex_unlock(&netblk_lock);
-
+	if (err) {
+		nlmsg_free(reply);
+		return err;
+	}
 	hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, NETBLK_CMD_STOP);
-	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, stopped)) {
+	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, released) ||
+	    nla_put_u32(reply, NETBLK_A_STOPPING, stopping)) {
 		nlmsg_free(reply);
 		return -EMSGSIZE;
 	}
@@ -430,8 +571,10 @@ static const struct genl_ops netblk_ops[] = {
 		.flags = GENL_ADMIN_PERM,
 	},
 	{
+		/* device paths, addresses and allowlists are not for every user */
 		.cmd = NETBLK_CMD_LIST,
 		.dumpit = netblk_dump_list,
+		.flags = GENL_ADMIN_PERM,
 	},
 };
 

@@ -9,6 +9,7 @@
  * device owns the frames it accepts.
  */
 #include "netblk.h"
+#include "compat.h"
 
 #include <linux/etherdevice.h>
 #include <linux/if_arp.h>
@@ -22,12 +23,26 @@ struct netblk_handoff {
 /* Refusals answered from the receive path, sent in one transmit a bulk. */
 #define NETBLK_RX_REPLY_BULK 16
 
+/* Refusals go out from the NIC's own softirq: what it does not take is freed. */
+static void netblk_handoff_reply(struct netblk_instance *inst, u32 cpu,
+				 struct xdp_frame **replies, u32 n)
+{
+	int sent = netblk_nic_xmit(inst, replies, n);
+	u32 i;
+
+	if (sent < 0)
+		sent = 0;
+	for (i = sent; i < n; i++)
+		xdp_return_frame(replies[i]);
+	netblk_core_rx_sent(inst->core, cpu, sent, n - sent);
+}
+
 static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 				   struct xdp_frame **frames, u32 flags)
 {
 	struct netblk_instance *inst = ((struct netblk_handoff *)netdev_priv(dev))->inst;
 	struct xdp_frame *replies[NETBLK_RX_REPLY_BULK];
-	u32 cpu = smp_processor_id(), nr_replies = 0, sent;
+	u32 cpu = smp_processor_id(), nr_replies = 0;
 	u64 now = ktime_get_ns();
 	bool queued = false;
 	int i;
@@ -39,6 +54,15 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 		struct xdp_frame *frame = frames[i];
 		u32 len = frame->len;
 
+		/*
+		 * Multi-buffer: the core sees only the first buffer, and a
+		 * reply in place would send the others back.  Dropped.
+		 */
+		if (unlikely(xdp_frame_has_frags(frame))) {
+			netblk_core_rx_drop(inst->core, cpu, NETBLK_DROP_MULTIBUFFER);
+			xdp_return_frame(frame);
+			continue;
+		}
 		switch (netblk_core_receive(inst->core, cpu, frame, frame->data, &len, now)) {
 		case NETBLK_RX_KEPT:
 			queued = true;
@@ -52,17 +76,14 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 			frame->len = len;
 			replies[nr_replies++] = frame;
 			if (nr_replies == NETBLK_RX_REPLY_BULK) {
-				sent = netblk_nic_xmit(inst, replies, nr_replies);
-				netblk_core_rx_sent(inst->core, cpu, sent, nr_replies - sent);
+				netblk_handoff_reply(inst, cpu, replies, nr_replies);
 				nr_replies = 0;
 			}
 			break;
 		}
 	}
-	if (nr_replies) {
-		sent = netblk_nic_xmit(inst, replies, nr_replies);
-		netblk_core_rx_sent(inst->core, cpu, sent, nr_replies - sent);
-	}
+	if (nr_replies)
+		netblk_handoff_reply(inst, cpu, replies, nr_replies);
 	if (queued)
 		netblk_worker_kick(inst);
 	/* Every frame is ours now: kept, freed or sent. */
@@ -96,6 +117,12 @@ static void netblk_handoff_setup(struct net_device *dev)
 	dev->mtu = ETH_MAX_MTU;
 	/* Must be set before registration: the devmap sets up its bulk queue then. */
 	dev->xdp_features = NETDEV_XDP_ACT_NDO_XMIT;
+	/*
+	 * The instance's own: it stays in the initial namespace with its NIC,
+	 * and `ip link del` has no rtnl_link_ops to delete it by.  Taken down
+	 * by hand, the instance stops and says why (monitor.c).
+	 */
+	netblk_set_netns_immutable(dev);
 }
 
 int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *extack)

@@ -1,9 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Starting and stopping an instance: the block device claim, the NIC and its
- * address, the UDP port, the worker thread.  Every refusal says, in the
- * extack, what the user should change.  Resources are taken in one order and
- * released in the reverse one, on the error paths as on stop.
+ * address (nic.c), the UDP port, the worker thread.  Every refusal says, in
+ * the extack, what the user should change.  Resources are taken in one order
+ * and released in the reverse one, on the error paths as on stop.
+ *
+ * Stopping is in two steps, so that a disk that does not answer holds up
+ * nothing but its own instance: netblk_instance_stop() takes the port away
+ * (nothing new arrives) and tells the worker to drain -- under netblk_lock,
+ * which that does not wait for -- and netblk_instance_finish() releases the
+ * rest once the worker has drained.  In between, whoever asked to stop waits
+ * for the drain without the lock (netblk_instance_wait), bounded; an instance
+ * still draining after that is "stopping" in LIST, announced once, and holds
+ * a reference to the module (rmmod says it is in use) until its disk answers
+ * and the reaper releases it.
  */
 #include "netblk.h"
 
@@ -39,115 +49,11 @@ u64 netblk_instance_uptime_ms(const struct netblk_instance *inst)
 	return div_u64(ktime_get_boottime_ns() - inst->started_ns, NSEC_PER_MSEC);
 }
 
-/* ---- the NIC ---- */
-
-/* The device the default route (0.0.0.0/0 in the main table) goes out of. */
-static struct net_device *netblk_default_route_dev(netdevice_tracker *tracker)
+u64 netblk_instance_stopping_ms(const struct netblk_instance *inst)
 {
-	struct flowi4 fl4 = { .daddr = htonl(INADDR_ANY) };
-	struct net_device *dev = NULL;
-	struct fib_result res;
-
-	rcu_read_lock();
-	if (!fib_lookup(&init_net, &fl4, &res, 0) && res.type == RTN_UNICAST &&
-	    res.prefixlen == 0 && res.nhc) {
-		dev = FIB_RES_DEV(res);
-		if (dev)
-			netdev_hold(dev, tracker, GFP_ATOMIC);
-	}
-	rcu_read_unlock();
-	return dev;
-}
-
-/* The NIC's first primary IPv4 address, or 0. */
-static __be32 netblk_nic_addr(struct net_device *dev)
-{
-	const struct in_ifaddr *ifa;
-	struct in_device *in_dev;
-	__be32 addr = 0;
-
-	rcu_read_lock();
-	in_dev = __in_dev_get_rcu(dev);
-	if (in_dev) {
-		in_dev_for_each_ifa_rcu(ifa, in_dev) {
-			if (!(ifa->ifa_flags & IFA_F_SECONDARY)) {
-				addr = ifa->ifa_local;
-				break;
-			}
-		}
-	}
-	rcu_read_unlock();
-	return addr;
-}
-
-bool netblk_nic_has_addr(struct net_device *nic, __be32 addr)
-{
-	const struct in_ifaddr *ifa;
-	struct in_device *in_dev;
-	bool found = false;
-
-	rcu_read_lock();
-	in_dev = __in_dev_get_rcu(nic);
-	if (in_dev) {
-		in_dev_for_each_ifa_rcu(ifa, in_dev) {
-			if (ifa->ifa_local == addr) {
-				found = true;
-				break;
-			}
-		}
-	}
-	rcu_read_unlock();
-	return found;
-}
-
-static int netblk_take_nic(struct netblk_instance *inst,
-			   const struct netblk_start_params *p,
-			   struct netlink_ext_ack *extack)
-{
-	struct net_device *dev;
-
-	if (p->ifname[0]) {
-		dev = netdev_get_by_name(&init_net, p->ifname, &inst->nic_tracker, GFP_KERNEL);
-		if (!dev) {
-			NL_SET_ERR_MSG_FMT(extack, "no network interface %s: name an existing one with dev=",
-					   p->ifname);
-			return -ENODEV;
-		}
-	} else {
-		dev = netblk_default_route_dev(&inst->nic_tracker);
-		if (!dev) {
-			NL_SET_ERR_MSG(extack, "no default route to take the NIC from: name one with dev=IFACE");
-			return -ENODEV;
-		}
-	}
-	inst->nic = dev;
-
-	if (!(dev->flags & IFF_UP) || !netif_running(dev)) {
-		NL_SET_ERR_MSG_FMT(extack, "%s is down: bring it up (ip link set %s up) first",
-				   dev->name, dev->name);
-		return -ENETDOWN;
-	}
-	inst->addr = netblk_nic_addr(dev);
-	if (!inst->addr) {
-		NL_SET_ERR_MSG_FMT(extack, "%s has no IPv4 address: add one, or pick another NIC with dev=",
-				   dev->name);
-		return -EADDRNOTAVAIL;
-	}
-
-	inst->mtu = p->has_mtu ? p->mtu : READ_ONCE(dev->mtu);
-	if (inst->mtu < NETBLK_MTU_MIN || inst->mtu > READ_ONCE(dev->mtu)) {
-		NL_SET_ERR_MSG_FMT(extack, "mtu=%u is out of range: %u to %u (the mtu of %s)",
-				   inst->mtu, NETBLK_MTU_MIN, READ_ONCE(dev->mtu), dev->name);
-		return -EINVAL;
-	}
-	return 0;
-}
-
-static void netblk_put_nic(struct netblk_instance *inst)
-{
-	if (inst->nic)
-		netdev_put(inst->nic, &inst->nic_tracker);
-	inst->nic = NULL;
+	if (inst->state != NETBLK_STATE_STOPPING)
+		return 0;
+	return div_u64(ktime_get_boottime_ns() - inst->stopping_ns, NSEC_PER_MSEC);
 }
 
 /* ---- the UDP port ---- */
@@ -273,6 +179,8 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 		.nr_cpus = nr_cpu_ids,
 		.local_ip = (__force u32)inst->addr,
 		.port = inst->port,
+		.vlan = inst->vlan,
+		.link_mtu = READ_ONCE(inst->addr_dev->mtu),
 		.read_only = inst->read_only,
 		.volatile_cache = bdev_write_cache(bdev),
 		.fua = bdev_fua(bdev),
@@ -282,6 +190,7 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 	};
 	int err;
 
+	memcpy(config.local_mac, inst->addr_dev->dev_addr, ETH_ALEN);
 	if (!netblk_core_max_io_for_mtu(inst->mtu, inst->sector_size)) {
 		NL_SET_ERR_MSG_FMT(extack, "%u-byte sectors do not fit a datagram at mtu %u (max %u): raise mtu=",
 				   inst->sector_size, inst->mtu,
@@ -294,34 +203,77 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 	return err;
 }
 
-/* ---- the worker ---- */
+/* ---- the worker's CPU ---- */
 
-/* Instances take the online CPUs from the highest down; the least used first. */
-static u32 netblk_pick_cpu(void)
+/*
+ * Instances take the CPUs the NIC can transmit XDP frames from, the highest
+ * first, the least used first: cpu= must be one of them.
+ */
+static int netblk_pick_cpu(struct netblk_instance *inst, const struct netblk_start_params *p,
+			   struct netlink_ext_ack *extack)
 {
 	unsigned int cpu, best = nr_cpu_ids, best_users = UINT_MAX;
-	struct netblk_instance *inst;
+	struct netblk_instance *other;
+	cpumask_var_t mask;
 
+	if (p->has_cpu) {
+		inst->cpu = p->cpu;
+		return netblk_nic_check_cpu(inst, p->cpu, extack);
+	}
+	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
+		return -ENOMEM;
+	netblk_nic_xmit_cpus(inst, mask);
 	for (cpu = nr_cpu_ids; cpu-- > 0;) {
 		unsigned int users = 0;
 
-		if (!cpu_online(cpu))
+		if (!cpumask_test_cpu(cpu, mask))
 			continue;
-		list_for_each_entry(inst, &netblk_instances, node)
-			users += inst->cpu == cpu;
+		list_for_each_entry(other, &netblk_instances, node)
+			users += other->cpu == cpu;
 		if (users < best_users) {
 			best = cpu;
 			best_users = users;
 		}
 	}
-	return best < nr_cpu_ids ? best : raw_smp_processor_id();
+	free_cpumask_var(mask);
+	if (best >= nr_cpu_ids) {
+		NL_SET_ERR_MSG_FMT(extack, "%s (%s) has no XDP transmit queue on any online CPU",
+				   inst->nic->name, inst->driver);
+		return -ENXIO;
+	}
+	inst->cpu = best;
+	return 0;
 }
 
 /* ---- start and stop ---- */
 
+static int netblk_check_allow(const struct netblk_start_params *p,
+			      struct netlink_ext_ack *extack)
+{
+	u32 i;
+
+	for (i = 0; i < p->nr_allow; i++) {
+		const struct netblk_prefix *a = &p->allow[i];
+		__be32 mask = a->len ? htonl(~0u << (32 - a->len)) : 0;
+
+		if (a->len > 32) {
+			NL_SET_ERR_MSG_FMT(extack, "allow=: a prefix of %u bits: 0 to 32", a->len);
+			return -EINVAL;
+		}
+		if (a->addr & ~mask) {
+			NL_SET_ERR_MSG_FMT(extack, "allow=%pI4/%u has host bits set: %pI4/%u?",
+					   &a->addr, a->len, &(__be32){ a->addr & mask }, a->len);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
 static int netblk_check_params(const struct netblk_start_params *p,
 			       struct netlink_ext_ack *extack)
 {
+	struct netblk_instance *other;
+
 	if (p->port < NETBLK_PORT_MIN) {
 		NL_SET_ERR_MSG_FMT(extack, "port %u is below %u (the well-known ports): pick %u or above",
 				   p->port, NETBLK_PORT_MIN, NETBLK_PORT_MIN);
@@ -337,12 +289,18 @@ static int netblk_check_params(const struct netblk_start_params *p,
 				   p->cpu, cpumask_pr_args(cpu_online_mask));
 		return -EINVAL;
 	}
-	if (netblk_instance_find(p->port)) {
+	other = netblk_instance_find(p->port);
+	if (other && other->state == NETBLK_STATE_STOPPING) {
+		NL_SET_ERR_MSG_FMT(extack, "port %u's last instance is still stopping, waiting for its disk (netblkctl list): pick another port",
+				   p->port);
+		return -EADDRINUSE;
+	}
+	if (other) {
 		NL_SET_ERR_MSG_FMT(extack, "port %u is already served by netblk: stop that instance or pick another port",
 				   p->port);
 		return -EADDRINUSE;
 	}
-	return 0;
+	return netblk_check_allow(p, extack);
 }
 
 /* What a drained instance still holds is a leak: say so, and count it. */
@@ -361,19 +319,48 @@ static void netblk_check_drained(struct netblk_instance *inst)
 	netblk_leaked_frames += held.frames;
 }
 
-static void netblk_instance_free(struct netblk_instance *inst)
+/* What the port and the NIC give it: gone first when it stops. */
+static void netblk_instance_unhook(struct netblk_instance *inst)
 {
 	netblk_handoff_destroy(inst);
+	netblk_xdp_release(inst);
+}
+
+/* The rest, once nothing is at the disk. */
+static void netblk_instance_release(struct netblk_instance *inst)
+{
 	netblk_worker_stop(inst);
 	netblk_check_drained(inst);
-	netblk_xdp_release(inst);
 	netblk_buffers_exit(inst);
 	netblk_disk_exit(inst);
 	netblk_core_destroy(inst->core);
+	inst->core = NULL;
 	netblk_close_bdev(inst);
 	netblk_put_port(inst);
-	netblk_put_nic(inst);
-	kfree(inst);
+	netblk_nic_put(inst);
+}
+
+static void netblk_instance_free(struct kref *ref)
+{
+	kfree(container_of(ref, struct netblk_instance, ref));
+}
+
+void netblk_instance_put(struct netblk_instance *inst)
+{
+	kref_put(&inst->ref, netblk_instance_free);
+}
+
+static void netblk_instance_init(struct netblk_instance *inst, const struct netblk_start_params *p)
+{
+	kref_init(&inst->ref);
+	init_completion(&inst->drained);
+	inst->state = NETBLK_STATE_SERVING;
+	strscpy(inst->device, p->device, sizeof(inst->device));
+	inst->port = p->port;
+	inst->read_only = p->read_only;
+	inst->poll_us = p->poll_us;
+	inst->nr_allow = p->nr_allow;
+	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
 }
 
 int netblk_instance_start(const struct netblk_start_params *p,
@@ -395,14 +382,13 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	inst = kzalloc(sizeof(*inst), GFP_KERNEL);
 	if (!inst)
 		return -ENOMEM;
-	strscpy(inst->device, p->device, sizeof(inst->device));
-	inst->port = p->port;
-	inst->read_only = p->read_only;
-	inst->poll_us = p->poll_us;
-	inst->cpu = p->has_cpu ? p->cpu : netblk_pick_cpu();
+	netblk_instance_init(inst, p);
 
-	/* Each step is undone by netblk_instance_free, in reverse. */
-	err = netblk_take_nic(inst, p, extack);
+	/* Each step is undone in reverse by netblk_instance_unhook and _release. */
+	err = netblk_nic_take(inst, p, extack);
+	if (err)
+		goto fail;
+	err = netblk_pick_cpu(inst, p, extack);
 	if (err)
 		goto fail;
 	err = netblk_take_port(inst, extack);
@@ -441,13 +427,79 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	return 0;
 
 fail:
-	netblk_instance_free(inst);
+	netblk_instance_unhook(inst);
+	if (inst->worker)
+		netblk_worker_drain(inst);
+	netblk_instance_release(inst);
+	netblk_instance_put(inst);
 	return err;
 }
 
-void netblk_instance_stop(struct netblk_instance *inst)
+/*
+ * Stop serving: the port goes (nothing new arrives) and the worker drains.
+ * What stopped it is kept for the STOPPED event, which netblk_instance_finish
+ * sends once the instance is released.
+ */
+void netblk_instance_stop(struct netblk_instance *inst, enum netblk_stop_reason reason,
+			  const char *msg)
 {
 	lockdep_assert_held(&netblk_lock);
+	if (inst->state != NETBLK_STATE_SERVING)
+		return;
+	inst->state = NETBLK_STATE_STOPPING;
+	inst->stopping_ns = ktime_get_boottime_ns();
+	inst->stop_reason = reason;
+	strscpy(inst->stop_msg, msg ?: "", sizeof(inst->stop_msg));
+	netblk_instance_unhook(inst);
+	netblk_worker_drain(inst);
+}
+
+/* Wait, without netblk_lock, up to @timeout jiffies for the drain; whether it ended. */
+bool netblk_instance_wait(struct netblk_instance *inst, unsigned long timeout)
+{
+	return wait_for_completion_timeout(&inst->drained, timeout) > 0;
+}
+
+/* Release a stopping instance whose worker has drained; whether it could. */
+bool netblk_instance_finish(struct netblk_instance *inst)
+{
+	const char *msg = inst->stop_msg[0] ? inst->stop_msg : NULL;
+
+	lockdep_assert_held(&netblk_lock);
+	if (inst->finished)
+		return true;
+	if (inst->state != NETBLK_STATE_STOPPING || !completion_done(&inst->drained))
+		return false;
+	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, inst->stop_reason, 0, msg);
+	if (msg)
+		pr_info("stopped serving %s on port %u: %s\n", inst->device, inst->port, msg);
+	else
+		pr_info("stopped serving %s on port %u\n", inst->device, inst->port);
 	list_del(&inst->node);
-	netblk_instance_free(inst);
+	netblk_instance_release(inst);
+	inst->finished = true;
+	if (inst->lingering)
+		module_put(THIS_MODULE);
+	netblk_instance_put(inst);	/* the list's */
+	return true;
+}
+
+/*
+ * Still draining after the wait: say so once, and keep the module loaded
+ * until it is released (rmmod cannot wait for a disk that may never answer).
+ */
+void netblk_instance_linger(struct netblk_instance *inst)
+{
+	char msg[128];
+
+	lockdep_assert_held(&netblk_lock);
+	if (inst->lingering || inst->finished)
+		return;
+	inst->lingering = try_module_get(THIS_MODULE);
+	if (!inst->lingering)
+		return;	/* being unloaded: the unload waits for it instead */
+	snprintf(msg, sizeof(msg), "no longer serves, but %u requests are still at %s",
+		 netblk_core_at_disk(inst->core), inst->device);
+	pr_warn("port %u %s\n", inst->port, msg);
+	netblk_genl_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
 }

@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Watching what an instance stands on.  When its NIC goes down, goes away or
- * loses the address the instance answers on, or its block device is removed,
- * the instance stops on its own and says why on the events group; disk I/O
- * errors are announced too, at most one a second an instance.
+ * Watching what an instance stands on.  When its NIC goes down, goes away,
+ * loses the address the instance answers on, lowers its MTU below the
+ * instance's, fails every reply, or starts hiding VLAN tags from XDP; when
+ * its own netblk<port> device is taken down by hand; or when its block device
+ * is removed, the instance stops on its own and says why on the events
+ * group.  Disk I/O errors are announced too, at most one a second an
+ * instance.  The reaper also releases stopping instances once their disks
+ * are done, and announces those that take long.
  *
  * The notifiers run under rtnl (or the disk's holder lock), which the start
  * path takes while holding netblk_lock, so they only schedule the reaper;
@@ -29,24 +33,64 @@ void netblk_monitor_kick(void)
 	mod_delayed_work(system_wq, &netblk_reaper, 0);
 }
 
-/* Why @inst cannot go on, written into @msg; 0 when it can. */
+/* Why the NIC refuses every reply, as far as the instance can tell. */
+static void netblk_xmit_failure_msg(struct netblk_instance *inst, char *msg, size_t size)
+{
+	int err = netblk_core_tx_failure(inst->core);
+	cpumask_var_t mask;
+
+	if (zalloc_cpumask_var(&mask, GFP_KERNEL)) {
+		netblk_nic_xmit_cpus(inst, mask);
+		if (!cpumask_test_cpu(inst->cpu, mask)) {
+			snprintf(msg, size, "%s refused every reply for 1 s (error %d): it sends XDP only from CPUs %*pbl",
+				 inst->nic->name, err, cpumask_pr_args(mask));
+			free_cpumask_var(mask);
+			return;
+		}
+		free_cpumask_var(mask);
+	}
+	snprintf(msg, size, "%s refused every reply for 1 s (error %d) from cpu %u",
+		 inst->nic->name, err, inst->cpu);
+}
+
+/* Why @inst cannot go on serving, written into @msg; 0 when it can. */
 static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *inst,
 						      char *msg, size_t size)
 {
-	struct net_device *nic = inst->nic;
+	struct net_device *nic = inst->nic, *adev = inst->addr_dev;
 	struct block_device *bdev = file_bdev(inst->bdev_file);
+	u32 mtu = READ_ONCE(adev->mtu);
 
-	if (nic->reg_state != NETREG_REGISTERED) {
-		snprintf(msg, size, "%s is going away", nic->name);
+	if (nic->reg_state != NETREG_REGISTERED || adev->reg_state != NETREG_REGISTERED) {
+		snprintf(msg, size, "%s is going away", adev->name);
 		return NETBLK_REASON_NIC_GONE;
 	}
-	if (!(nic->flags & IFF_UP)) {
-		snprintf(msg, size, "%s went down", nic->name);
+	if (!(nic->flags & IFF_UP) || !(adev->flags & IFF_UP)) {
+		snprintf(msg, size, "%s went down", adev->name);
 		return NETBLK_REASON_NIC_GONE;
 	}
-	if (!netblk_nic_has_addr(nic, inst->addr)) {
-		snprintf(msg, size, "%s lost its address %pI4", nic->name, &inst->addr);
+	if (!netblk_nic_has_addr(adev, inst->addr)) {
+		snprintf(msg, size, "%s lost its address %pI4", adev->name, &inst->addr);
 		return NETBLK_REASON_NIC_GONE;
+	}
+	if (mtu < inst->mtu) {
+		snprintf(msg, size, "%s's mtu fell to %u, below the instance's %u: start it with mtu=%u",
+			 adev->name, mtu, inst->mtu, mtu);
+		return NETBLK_REASON_NIC_MTU;
+	}
+	if (test_bit(NETBLK_TX_FAILED, &inst->flags)) {
+		netblk_xmit_failure_msg(inst, msg, size);
+		return NETBLK_REASON_NIC_XMIT;
+	}
+	if (netblk_nic_hides_vlans(nic)) {
+		snprintf(msg, size, "%s strips VLAN tags before XDP now: ethtool -K %s rxvlan off",
+			 nic->name, nic->name);
+		return NETBLK_REASON_NIC_VLAN;
+	}
+	if (!(inst->handoff->flags & IFF_UP)) {
+		snprintf(msg, size, "%s, the instance's own device, was taken down by hand",
+			 inst->handoff->name);
+		return NETBLK_REASON_HANDOFF_DOWN;
 	}
 	if (READ_ONCE(inst->bdev_dead) || test_bit(GD_DEAD, &bdev->bd_disk->state) ||
 	    !disk_live(bdev->bd_disk)) {
@@ -70,20 +114,31 @@ static void netblk_announce_io_error(struct netblk_instance *inst)
 	netblk_genl_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
 }
 
+static void netblk_check_instance(struct netblk_instance *inst)
+{
+	enum netblk_stop_reason reason;
+	char msg[128];
+
+	if (inst->state == NETBLK_STATE_STOPPING) {
+		/* released once drained; announced if that takes long */
+		if (!netblk_instance_finish(inst) &&
+		    netblk_instance_stopping_ms(inst) >= jiffies_to_msecs(NETBLK_STOP_WAIT))
+			netblk_instance_linger(inst);
+		return;
+	}
+	netblk_announce_io_error(inst);
+	reason = netblk_instance_broken(inst, msg, sizeof(msg));
+	if (reason)
+		netblk_instance_stop(inst, reason, msg);
+}
+
 static void netblk_reap(struct work_struct *work)
 {
 	struct netblk_instance *inst, *next;
-	char msg[96];
 
 	mutex_lock(&netblk_lock);
-	list_for_each_entry_safe(inst, next, &netblk_instances, node) {
-		enum netblk_stop_reason reason;
-
-		netblk_announce_io_error(inst);
-		reason = netblk_instance_broken(inst, msg, sizeof(msg));
-		if (reason)
-			netblk_stop_one(inst, reason, msg);
-	}
+	list_for_each_entry_safe(inst, next, &netblk_instances, node)
+		netblk_check_instance(inst);
 	if (!list_empty(&netblk_instances) && !netblk_unloading)
 		schedule_delayed_work(&netblk_reaper, NETBLK_REAP_INTERVAL);
 	mutex_unlock(&netblk_lock);
@@ -91,10 +146,17 @@ static void netblk_reap(struct work_struct *work)
 
 static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, void *ptr)
 {
+	/*
+	 * What may stop an instance: the reaper looks.  The MTU and MAC replies
+	 * use are the worker's to follow, each round.
+	 */
 	switch (event) {
 	case NETDEV_DOWN:
 	case NETDEV_UNREGISTER:
 	case NETDEV_CHANGENAME:
+	case NETDEV_CHANGEMTU:
+	case NETDEV_FEAT_CHANGE:
+	case NETDEV_CHANGEUPPER:
 		netblk_monitor_kick();
 		break;
 	}

@@ -10,7 +10,10 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/blkdev.h>
+#include <linux/completion.h>
+#include <linux/cpumask.h>
 #include <linux/fs.h>
+#include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
@@ -26,6 +29,9 @@
 #define NETBLK_DATAGRAM_OVERHEAD	58	/* IPv4 + UDP + netblk headers */
 #define NETBLK_POLL_US_MAX	100000
 #define NETBLK_DEVICE_MAX	256	/* bytes of a device path, NUL included */
+#define NETBLK_DRIVER_MAX	32	/* ethtool's driver name */
+#define NETBLK_STOP_WAIT	(5 * HZ)	/* STOP waits this long for the disk */
+#define NETBLK_SPARE_PAGES	8	/* an instance's buffers for EAGAIN replies */
 
 /* What START asks for; unset optional values are 0 / empty. */
 struct netblk_start_params {
@@ -37,6 +43,9 @@ struct netblk_start_params {
 	u32 mtu;
 	u32 cpu;
 	u32 poll_us;
+	u16 vlan;		/* 0: untagged */
+	u32 nr_allow;
+	struct netblk_prefix allow[NETBLK_ALLOW_MAX];
 	int xdp_link_fd;	/* -1: none given */
 };
 
@@ -48,6 +57,16 @@ struct xdp_frame;
 
 struct netblk_instance {
 	struct list_head node;		/* on netblk_instances, under netblk_lock */
+	struct kref ref;		/* the list's, and each waiter's (netblk_instance_put) */
+
+	/* its life (instance.c), under netblk_lock */
+	enum netblk_state state;
+	enum netblk_stop_reason stop_reason;
+	char stop_msg[96];		/* why it stopped, for the STOPPED event */
+	u64 stopping_ns;		/* boottime it began stopping */
+	bool lingering;			/* announced as still stopping; holds the module */
+	bool finished;			/* everything released, off the list */
+	struct completion drained;	/* the worker has nothing left at the disk */
 
 	/* what it serves, fixed once started */
 	char device[NETBLK_DEVICE_MAX];
@@ -56,43 +75,52 @@ struct netblk_instance {
 	u32 mtu;
 	u32 cpu;
 	u32 poll_us;
+	u16 vlan;			/* 0: untagged */
+	u32 nr_allow;
+	struct netblk_prefix allow[NETBLK_ALLOW_MAX];	/* netblkctl puts them in the XDP program */
 	u64 size_bytes;
 	u32 sector_size;
 	u64 started_ns;			/* boottime */
 
 	struct file *bdev_file;
-	struct net_device *nic;
+	struct net_device *nic;		/* the NIC its XDP program runs on */
 	netdevice_tracker nic_tracker;
-	__be32 addr;			/* the NIC's IPv4 address it answers on */
+	struct net_device *addr_dev;	/* where its address is: the NIC, or its VLAN device */
+	netdevice_tracker addr_dev_tracker;
+	char driver[NETBLK_DRIVER_MAX];	/* the NIC's */
+	__be32 addr;			/* the IPv4 address it answers on */
 	struct socket *port_sock;	/* holds the port against other sockets */
 	struct netblk_nic_xdp *xdp;	/* the NIC's XDP program, shared */
 	struct net_device *handoff;	/* netblk<port>: where the program steers to */
 	struct task_struct *worker;
 	bool worker_idle;		/* asleep, or about to be: wake it */
+	bool worker_stop;		/* drain and leave: set by netblk_worker_drain() */
 	struct netblk_core *core;
 
 	/* disk.c */
 	struct netblk_io *ios;		/* a bio a slot */
+	unsigned long *polling;		/* slots whose polled bio is in flight */
 	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */
 	bool polled;			/* REQ_POLLED: completions are polled, not interrupts */
-	u32 poll_slot;			/* worker only: a slot whose bio went last */
 
 	/* worker.c: the slots' frame buffers */
 	struct page **pages;
 	unsigned int page_order;
 	u32 frame_headroom;		/* page start to the frame's first byte */
 	u32 dma_align_mask;
+	struct page *spare[NETBLK_SPARE_PAGES];	/* for EAGAIN replies when a slot has no page */
 	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
 	u64 pages_replaced;		/* worker only: a page the NIC still held */
 
 	/* monitor.c */
 	bool bdev_dead;			/* the holder was told the disk is gone */
-	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING */
+	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, NETBLK_TX_FAILED */
 	u64 io_error_offset;		/* the last failed request's */
 	unsigned long io_error_announced; /* jiffies */
 };
 
 #define NETBLK_IO_ERROR_PENDING	0	/* a disk error not announced yet */
+#define NETBLK_TX_FAILED	1	/* the NIC fails every transmit: stop */
 
 /* All instances; netblk_lock serialises start, stop, list and unload. */
 extern struct list_head netblk_instances;
@@ -102,10 +130,25 @@ extern struct mutex netblk_lock;
 int netblk_instance_start(const struct netblk_start_params *params,
 			  struct netlink_ext_ack *extack,
 			  struct netblk_instance **out);
-void netblk_instance_stop(struct netblk_instance *inst);
+void netblk_instance_stop(struct netblk_instance *inst, enum netblk_stop_reason reason,
+			  const char *msg);
+bool netblk_instance_finish(struct netblk_instance *inst);
+void netblk_instance_linger(struct netblk_instance *inst);
+bool netblk_instance_wait(struct netblk_instance *inst, unsigned long timeout);
+void netblk_instance_put(struct netblk_instance *inst);
 struct netblk_instance *netblk_instance_find(u16 port);
 u64 netblk_instance_uptime_ms(const struct netblk_instance *inst);
-bool netblk_nic_has_addr(struct net_device *nic, __be32 addr);
+u64 netblk_instance_stopping_ms(const struct netblk_instance *inst);
+
+/* nic.c */
+int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
+		    struct netlink_ext_ack *extack);
+void netblk_nic_put(struct netblk_instance *inst);
+bool netblk_nic_has_addr(struct net_device *dev, __be32 addr);
+int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_ext_ack *extack);
+void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
+bool netblk_nic_hides_vlans(struct net_device *nic);
+void netblk_nic_refresh_link(struct netblk_instance *inst);
 
 /* handoff.c */
 int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *extack);
@@ -117,11 +160,12 @@ void netblk_disk_exit(struct netblk_instance *inst);
 void netblk_disk_poll(struct netblk_instance *inst);
 
 /* worker.c */
-u32 netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
+int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
 void netblk_worker_kick(struct netblk_instance *inst);
+void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
 /* xdp.c */
@@ -133,8 +177,6 @@ int netblk_genl_register(void);
 void netblk_genl_unregister(void);
 void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
 			enum netblk_stop_reason reason, int err, const char *msg);
-void netblk_stop_one(struct netblk_instance *inst, enum netblk_stop_reason reason,
-		     const char *msg);
 
 /* monitor.c */
 extern const struct blk_holder_ops netblk_holder_ops;

@@ -17,26 +17,22 @@
 /* ---- transmit ---- */
 
 /*
- * Hand @n frames to the NIC in one ndo_xdp_xmit with one flush; frees what
- * it does not take.  The NIC's ndo_xdp_xmit expects to run with bottom
- * halves off and under RCU, as it does from a NAPI poll (from a kernel
- * thread without that, virtio-net's locked transmit mode deadlocks).
+ * Hand @n frames to the NIC in one ndo_xdp_xmit with one flush: how many it
+ * took (the first ones), or its error.  The NIC's ndo_xdp_xmit expects to
+ * run with bottom halves off and under RCU, as it does from a NAPI poll (from
+ * a kernel thread without that, virtio-net's locked transmit mode
+ * deadlocks).
  */
-u32 netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n)
+int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n)
 {
 	struct net_device *nic = inst->nic;
 	int sent;
-	u32 i;
 
 	local_bh_disable();
 	rcu_read_lock();
 	sent = nic->netdev_ops->ndo_xdp_xmit(nic, n, frames, XDP_XMIT_FLUSH);
 	rcu_read_unlock();
 	local_bh_enable();
-	if (sent < 0)
-		sent = 0;
-	for (i = sent; i < n; i++)
-		xdp_return_frame(frames[i]);
 	return sent;
 }
 
@@ -54,11 +50,12 @@ int netblk_buffers_init(struct netblk_instance *inst)
 	struct block_device *bdev = file_bdev(inst->bdev_file);
 	u32 slots = netblk_core_slots(inst->core), i;
 	u32 align = bdev_dma_alignment(bdev) + 1;
-	u32 data_offset = ALIGN(XDP_PACKET_HEADROOM + NETBLK_REPLY_HEADROOM, max(align, 8u));
+	u32 headers = netblk_core_reply_headroom(inst->core);
+	u32 data_offset = ALIGN(XDP_PACKET_HEADROOM + headers, max(align, 8u));
 	size_t need;
 	int err;
 
-	inst->frame_headroom = data_offset - NETBLK_REPLY_HEADROOM;
+	inst->frame_headroom = data_offset - netblk_core_reply_headroom(inst->core);
 	need = data_offset + netblk_core_max_io(inst->core) +
 	       SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
 	inst->page_order = get_order(need);
@@ -70,6 +67,11 @@ int netblk_buffers_init(struct netblk_instance *inst)
 	for (i = 0; i < slots; i++) {
 		inst->pages[i] = alloc_pages(GFP_KERNEL | __GFP_COMP | __GFP_ZERO, inst->page_order);
 		if (!inst->pages[i])
+			goto nomem;
+	}
+	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
+		inst->spare[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!inst->spare[i])
 			goto nomem;
 	}
 	/* The memory model the NIC frees these frames by: put_page. */
@@ -96,6 +98,12 @@ void netblk_buffers_exit(struct netblk_instance *inst)
 
 	if (xdp_rxq_info_is_reg(&inst->rxq))
 		xdp_rxq_info_unreg(&inst->rxq);
+	/* Pages the NIC still transmits are freed by its put_page, later. */
+	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
+		if (inst->spare[i])
+			put_page(inst->spare[i]);
+		inst->spare[i] = NULL;
+	}
 	if (!inst->pages)
 		return;
 	slots = netblk_core_slots(inst->core);
@@ -128,40 +136,67 @@ u8 *netblk_shim_slot_buffer(struct netblk_instance *inst, u32 slot)
 	return (u8 *)page_address(page) + inst->frame_headroom;
 }
 
-/* An xdp_frame over the slot's buffer, with a reference for the NIC. */
-static struct xdp_frame *netblk_slot_frame(struct netblk_instance *inst, u32 slot, u32 len)
+/*
+ * A page of the spare ones the NIC is done with, for a reply of headers
+ * alone when a slot's own page cannot be had.
+ */
+u8 *netblk_shim_reply_buffer(struct netblk_instance *inst, u32 slot)
 {
-	struct page *page = inst->pages[slot];
+	unsigned int i;
+
+	for (i = 0; i < NETBLK_SPARE_PAGES; i++)
+		if (page_ref_count(inst->spare[i]) == 1)
+			return (u8 *)page_address(inst->spare[i]) + XDP_PACKET_HEADROOM;
+	return NULL;
+}
+
+/* An xdp_frame over a buffer of ours (a slot's, a spare), with a reference for the NIC. */
+static struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len)
+{
+	struct page *page = virt_to_head_page(data);
+	u8 *start = page_address(page);
 	struct xdp_frame *frame;
 	struct xdp_buff xdp;
 
-	xdp_init_buff(&xdp, PAGE_SIZE << inst->page_order, &inst->rxq);
-	xdp_prepare_buff(&xdp, page_address(page), inst->frame_headroom, len, false);
+	xdp_init_buff(&xdp, page_size(page), &inst->rxq);
+	xdp_prepare_buff(&xdp, start, data - start, len, false);
 	frame = xdp_convert_buff_to_frame(&xdp);
 	if (frame)
 		get_page(page);
 	return frame;
 }
 
-u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n)
+u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+			 int *error)
 {
 	struct xdp_frame *frames[NETBLK_TX_BATCH];
-	u32 nr = 0, i;
+	u32 nr, i;
+	int sent;
 
-	for (i = 0; i < n && i < NETBLK_TX_BATCH; i++) {
-		struct xdp_frame *frame = tx[i].frame;
+	*error = 0;
+	for (nr = 0; nr < n && nr < NETBLK_TX_BATCH; nr++) {
+		struct xdp_frame *frame = tx[nr].frame;
 
 		if (frame) {
 			/* the received frame, rewritten in place */
-			frame->len = tx[i].len;
+			frame->len = tx[nr].len;
 		} else {
-			frame = netblk_slot_frame(inst, tx[i].slot, tx[i].len);
+			frame = netblk_buffer_frame(inst, tx[nr].data, tx[nr].len);
 			if (!frame)
-				continue;
+				break;	/* no headroom: cannot happen with our layout */
 		}
-		frames[nr++] = frame;
+		frames[nr] = frame;
 	}
-	return nr ? netblk_nic_xmit(inst, frames, nr) : 0;
+	sent = nr ? netblk_nic_xmit(inst, frames, nr) : 0;
+	if (sent < 0) {
+		*error = sent;
+		sent = 0;
+	}
+	/* Received frames it did not take stay the core's; ours are undone. */
+	for (i = sent; i < nr; i++)
+		if (!tx[i].frame)
+			xdp_return_frame(frames[i]);
+	return sent;
 }
 
 void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)
@@ -185,25 +220,49 @@ void netblk_worker_kick(struct netblk_instance *inst)
 		wake_up_process(inst->worker);
 }
 
+/*
+ * Sleep until kicked, or until the core's next retry is due.  The kick's
+ * barrier pairs with the one here: either the worker sees the work, or the
+ * producer sees it idle.
+ */
 static void netblk_worker_sleep(struct netblk_instance *inst)
 {
+	u64 now, due;
+
 	set_current_state(TASK_INTERRUPTIBLE);
 	WRITE_ONCE(inst->worker_idle, true);
 	smp_mb();	/* worker_idle before, the rings after: pairs with the kick */
+	now = ktime_get_ns();
+	due = netblk_core_next_work(inst->core, now);
 	/* polled completions come only when polled: no sleeping on them */
-	if (inst->polled && netblk_core_at_disk(inst->core)) {
-		__set_current_state(TASK_RUNNING);
-		WRITE_ONCE(inst->worker_idle, false);
-		netblk_disk_poll(inst);
-		cond_resched();
-		return;
-	}
-	if (!netblk_core_has_work(inst->core) && !kthread_should_stop()) {
+	if (inst->polled && netblk_core_at_disk(inst->core))
+		due = 0;
+	if (due && !READ_ONCE(inst->worker_stop) && !kthread_should_stop()) {
 		netblk_core_count_sleep(inst->core);
-		schedule();
+		if (due == NETBLK_NO_WORK) {
+			schedule();
+		} else {
+			ktime_t expires = ns_to_ktime(due - now);
+
+			schedule_hrtimeout_range(&expires, 10 * NSEC_PER_USEC, HRTIMER_MODE_REL);
+		}
 	}
 	__set_current_state(TASK_RUNNING);
 	WRITE_ONCE(inst->worker_idle, false);
+	if (inst->polled && netblk_core_at_disk(inst->core)) {
+		netblk_disk_poll(inst);
+		cond_resched();
+	}
+}
+
+static void netblk_worker_check_nic(struct netblk_instance *inst)
+{
+	/* the NIC fails every reply: the reaper stops the instance and says why */
+	if (unlikely(netblk_core_tx_failure(inst->core)) &&
+	    !test_and_set_bit(NETBLK_TX_FAILED, &inst->flags))
+		netblk_monitor_kick();
+	if (unlikely(test_bit(NETBLK_IO_ERROR_PENDING, &inst->flags)))
+		netblk_monitor_kick();
 }
 
 /* One round: submit under one plug, then answer in one transmit. */
@@ -212,21 +271,22 @@ static bool netblk_worker_round(struct netblk_instance *inst)
 	struct blk_plug plug;
 	u32 submitted, answered;
 
+	netblk_nic_refresh_link(inst);
 	blk_start_plug(&plug);
-	submitted = netblk_core_submit(inst->core);
+	submitted = netblk_core_submit(inst->core, ktime_get_ns());
 	blk_finish_plug(&plug);
 	answered = netblk_core_reply(inst->core, ktime_get_ns());
-	if (unlikely(test_bit(NETBLK_IO_ERROR_PENDING, &inst->flags)))
-		netblk_monitor_kick();
+	netblk_worker_check_nic(inst);
 	return submitted || answered;
 }
 
 /*
  * Stopping: nothing new arrives (the handoff device is gone).  Drop what is
  * queued and not yet at the disk, let the disk finish what it has, answer
- * that, and leave.
+ * that, and say the instance has drained.  Waits as long as the disk takes:
+ * the one who asked to stop waits for it only so long (instance.c).
  */
-static void netblk_worker_drain(struct netblk_instance *inst)
+static void netblk_worker_finish(struct netblk_instance *inst)
 {
 	for (;;) {
 		netblk_core_drop_queued(inst->core);
@@ -238,13 +298,20 @@ static void netblk_worker_drain(struct netblk_instance *inst)
 			cond_resched();
 			continue;
 		}
-		/* a completion wakes us; the timeout only bounds a lost wakeup */
+		/* a completion wakes us (see netblk_worker_sleep) */
+		set_current_state(TASK_INTERRUPTIBLE);
 		WRITE_ONCE(inst->worker_idle, true);
-		schedule_timeout_uninterruptible(msecs_to_jiffies(10));
+		smp_mb();	/* pairs with the kick */
+		if (netblk_core_next_work(inst->core, ktime_get_ns()))
+			schedule_timeout(msecs_to_jiffies(100));
+		__set_current_state(TASK_RUNNING);
 		WRITE_ONCE(inst->worker_idle, false);
 	}
-	/* what the disk refused for now in the last round */
+	/* what the disk said "again" to in the last round */
 	netblk_core_drop_queued(inst->core);
+	/* complete_all: every waiter, and completion_done() after them, sees it */
+	complete_all(&inst->drained);
+	netblk_monitor_kick();	/* the reaper releases it if no one waits */
 }
 
 static bool netblk_worker_keep_polling(struct netblk_instance *inst, u64 *idle_since)
@@ -270,7 +337,7 @@ static int netblk_worker_fn(void *data)
 	struct netblk_instance *inst = data;
 	u64 idle_since = 0;
 
-	while (!kthread_should_stop()) {
+	while (!READ_ONCE(inst->worker_stop) && !kthread_should_stop()) {
 		if (netblk_worker_round(inst)) {
 			idle_since = 0;
 			cond_resched();
@@ -282,7 +349,7 @@ static int netblk_worker_fn(void *data)
 		idle_since = 0;
 		netblk_worker_sleep(inst);
 	}
-	netblk_worker_drain(inst);
+	netblk_worker_finish(inst);
 	return 0;
 }
 
@@ -304,6 +371,14 @@ int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *ex
 	return 0;
 }
 
+/* Tell the worker to drain and leave; inst->drained completes when it has. */
+void netblk_worker_drain(struct netblk_instance *inst)
+{
+	WRITE_ONCE(inst->worker_stop, true);
+	wake_up_process(inst->worker);
+}
+
+/* After the drain: the thread is gone, or going. */
 void netblk_worker_stop(struct netblk_instance *inst)
 {
 	if (!inst->worker)

@@ -6,21 +6,27 @@
  * Family "netblk", version 1.  Multicast group "events".
  *
  * START  (doit, CAP_NET_ADMIN)  DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
- *                               [CPU], [POLL_US], [XDP_LINK_FD]
+ *                               [CPU], [POLL_US], [VLAN], [ALLOW],
+ *                               [XDP_LINK_FD]
  *        reply: one NETBLK_CMD_START message describing the new instance
- *        (the same attributes as a LIST entry).  The caller then maps the
- *        port to HANDOFF_IFINDEX in the NIC program's netblk_ports devmap,
- *        which steers the port's datagrams to the instance.
+ *        (the same attributes as a LIST entry).  The caller then steers
+ *        (ADDR, PORT, VLAN) to HANDOFF_IFINDEX in the NIC program's maps,
+ *        and puts ALLOW in its allowlist (bpf/README.md).
  * STOP   (doit, CAP_NET_ADMIN)  PORT, or ALL
- *        reply: one NETBLK_CMD_STOP message with STOPPED (u32: how many).
- * LIST   (dumpit)               one NETBLK_CMD_LIST message per instance,
+ *        reply: one NETBLK_CMD_STOP message with STOPPED (u32: how many
+ *        were released) and STOPPING (u32: how many no longer serve but
+ *        still wait, past the few seconds STOP waits, for their disk to
+ *        finish what it has; LIST shows them, and an EVENT says when they
+ *        are released).
+ * LIST   (dumpit, CAP_NET_ADMIN) one NETBLK_CMD_LIST message per instance,
  *                               with STATS and LATENCY.  The kernel sizes a
  *                               dump's messages from the reader's largest
  *                               recv so far: read with 32 KiB buffers, or an
  *                               instance whose histogram does not fit comes
  *                               without LATENCY.
- * EVENT  (multicast on "events") EVENT, REASON, and the instance's
- *                               attributes as in LIST (no STATS).
+ * EVENT  (multicast on "events", CAP_NET_ADMIN to join) EVENT, REASON, and
+ *                               the instance's attributes as in LIST (no
+ *                               STATS).
  *
  * Every refusal is an errno with an extended-ack message saying what to
  * change.
@@ -33,6 +39,15 @@
 #define NETBLK_GENL_NAME		"netblk"
 #define NETBLK_GENL_VERSION		1
 #define NETBLK_GENL_MCGRP_EVENTS	"events"
+
+#define NETBLK_ALLOW_MAX		64	/* prefixes in an allowlist */
+
+/* NETBLK_A_ALLOW_PREFIX: one allowed source prefix, e.g. 10.1.0.0/16. */
+struct netblk_prefix {
+	__be32 addr;		/* network order; no bits set past len */
+	__u8 len;		/* 0..32 */
+	__u8 reserved[3];
+};
 
 enum netblk_cmd {
 	NETBLK_CMD_UNSPEC,
@@ -81,16 +96,36 @@ enum netblk_attr {
 	 */
 	NETBLK_A_HANDOFF_IFINDEX,
 	NETBLK_A_LATENCY,	/* nested: enum netblk_latency_attr (LIST) */
+	NETBLK_A_VLAN,		/* u16: the 802.1Q VLAN served; absent or 0: untagged */
+	/* nested: NETBLK_A_ALLOW_PREFIX entries; absent: any source */
+	NETBLK_A_ALLOW,
+	NETBLK_A_ALLOW_PREFIX,	/* binary: struct netblk_prefix */
+	NETBLK_A_DRIVER,	/* string: the NIC's driver */
+	NETBLK_A_STATE,		/* u32: enum netblk_state */
+	NETBLK_A_STOPPING_MS,	/* u64: how long it has been stopping */
+	NETBLK_A_STOPPING,	/* u32: instances a STOP left stopping */
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
 
 enum netblk_event {
 	NETBLK_EVENT_STARTED = 1,
-	NETBLK_EVENT_STOPPED,	/* REASON says why; MESSAGE the details */
+	/* released: REASON says why it stopped; MESSAGE the details */
+	NETBLK_EVENT_STOPPED,
 	NETBLK_EVENT_FAILED,	/* a START refused: ERRNO, MESSAGE (the extack) */
 	/* the disk failed a request: ERRNO, MESSAGE; at most one a second */
 	NETBLK_EVENT_IO_ERROR,
+	/*
+	 * no longer serving, but its disk has not finished what it was given
+	 * after some seconds: MESSAGE says what it waits for.  STOPPED follows
+	 * once the disk answers.
+	 */
+	NETBLK_EVENT_STOPPING,
+};
+
+enum netblk_state {
+	NETBLK_STATE_SERVING = 1,
+	NETBLK_STATE_STOPPING,	/* waits for its disk to finish before it is released */
 };
 
 enum netblk_stop_reason {
@@ -98,6 +133,11 @@ enum netblk_stop_reason {
 	NETBLK_REASON_RMMOD,		/* module unloaded */
 	NETBLK_REASON_NIC_GONE,		/* NIC down, unregistered or lost its address */
 	NETBLK_REASON_DEVICE_GONE,	/* block device removed */
+	NETBLK_REASON_NIC_MTU,		/* the NIC's MTU fell below the instance's */
+	NETBLK_REASON_NIC_XMIT,		/* the NIC failed every reply for a second */
+	/* the NIC changed so that it could pass it another VLAN's requests */
+	NETBLK_REASON_NIC_VLAN,
+	NETBLK_REASON_HANDOFF_DOWN,	/* its netblk<port> device was taken down */
 };
 
 /*
@@ -130,6 +170,21 @@ enum netblk_stat_attr {
 	NETBLK_S_DISK_BATCHES,	/* plugs that sent bios: bios / this = a batch */
 	NETBLK_S_TX_BATCHES,	/* transmits of replies: frames_tx / this */
 	NETBLK_S_PAD,		/* padding of the u64 attributes: skip it */
+	/* BAD, by reason (a frame is dropped for the first that applies) */
+	NETBLK_S_DROP_MALFORMED,	/* not a whole IPv4/UDP datagram */
+	NETBLK_S_DROP_FRAGMENT,		/* an IPv4 fragment */
+	NETBLK_S_DROP_MULTIBUFFER,	/* an XDP frame in several buffers */
+	NETBLK_S_DROP_MISADDRESSED,	/* not to the NIC's MAC, address and port */
+	NETBLK_S_DROP_VLAN,		/* not on the instance's VLAN */
+	NETBLK_S_DROP_SOURCE,		/* group MAC, martian IPv4 or port 0 source */
+	NETBLK_S_DROP_CHECKSUM,		/* UDP checksum wrong */
+	NETBLK_S_DROP_NOT_REQUEST,	/* not a netblk request */
+	NETBLK_S_DISK_BLOCKING,	/* retries submitted without REQ_NOWAIT */
+	NETBLK_S_DISK_GAVE_UP,	/* still "again" after every retry: answered EAGAIN */
+	NETBLK_S_NO_BUFFER,	/* no page to read or copy into: answered EAGAIN */
+	NETBLK_S_REPLIES_OVERSIZED,	/* larger than the NIC's MTU now: dropped */
+	NETBLK_S_TX_DEFERRED,	/* replies the NIC had no room for at first */
+	NETBLK_S_TX_ERRORS,	/* transmits the NIC failed with an error */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)

@@ -292,8 +292,12 @@ def test_unprivileged(netblk):
     assert rc != 0 and re.search(r"not permitted|CAP_NET_ADMIN|root", out), out
     rc, out = g.run("su -s /bin/sh nobody -c 'netblkctl stop 7000'")
     assert rc != 0 and re.search(r"not permitted|CAP_NET_ADMIN|root", out), out
-    rc, out = g.run("su -s /bin/sh nobody -c 'netblkctl list --json'")
-    assert rc == 0 and json.loads(out)[0]["port"] == 7000, out
+    # LIST and the events name device paths, addresses and allowlists: root's
+    for cmd in ("list --json", "stats --prometheus", "watch --count 1"):
+        rc, out = g.run(f"su -s /bin/sh nobody -c 'netblkctl {cmd}'")
+        assert rc != 0 and re.search(r"not permitted|CAP_NET_ADMIN|root", out), (cmd, out)
+        assert "/dev/" not in out, out
+    assert json.loads(g.check("netblkctl list --json"))[0]["port"] == 7000
 
 
 # ---- instances end by themselves (kmod/uapi/netblk_genl.h: stop reasons) ---

@@ -73,6 +73,14 @@ struct stat_name {
 constexpr stat_name stat_names[] = {
 	{NETBLK_S_REQUESTS, "requests"},
 	{NETBLK_S_BAD, "bad"},
+	{NETBLK_S_DROP_MALFORMED, "dropped_malformed"},
+	{NETBLK_S_DROP_FRAGMENT, "dropped_fragment"},
+	{NETBLK_S_DROP_MULTIBUFFER, "dropped_multibuffer"},
+	{NETBLK_S_DROP_MISADDRESSED, "dropped_misaddressed"},
+	{NETBLK_S_DROP_VLAN, "dropped_vlan"},
+	{NETBLK_S_DROP_SOURCE, "dropped_source"},
+	{NETBLK_S_DROP_CHECKSUM, "dropped_checksum"},
+	{NETBLK_S_DROP_NOT_REQUEST, "dropped_not_request"},
 	{NETBLK_S_REFUSED, "refused"},
 	{NETBLK_S_BUSY, "busy"},
 	{NETBLK_S_INFLIGHT_QUEUED, "inflight_queued"},
@@ -86,7 +94,13 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_FUA_WRITES, "fua_writes"},
 	{NETBLK_S_IO_ERRORS, "io_errors"},
 	{NETBLK_S_DISK_BUSY, "disk_busy"},
+	{NETBLK_S_DISK_BLOCKING, "disk_blocking"},
+	{NETBLK_S_DISK_GAVE_UP, "disk_gave_up"},
+	{NETBLK_S_NO_BUFFER, "no_buffer"},
 	{NETBLK_S_REPLIES_DROPPED, "replies_dropped"},
+	{NETBLK_S_REPLIES_OVERSIZED, "replies_oversized"},
+	{NETBLK_S_TX_DEFERRED, "tx_deferred"},
+	{NETBLK_S_TX_ERRORS, "tx_errors"},
 	{NETBLK_S_WORKER_SLEEPS, "worker_sleeps"},
 	{NETBLK_S_FRAMES_RX, "frames_rx"},
 	{NETBLK_S_FRAMES_TX, "frames_tx"},
@@ -95,14 +109,55 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_DISK_BATCHES, "disk_batches"},
 	{NETBLK_S_TX_BATCHES, "tx_batches"},
 };
-static_assert(std::size(stat_names) == NETBLK_S_PAD - 1,
+static_assert(std::size(stat_names) == NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a JSON name here");
 
-// "eth0 10.0.2.15", or the address alone when the kernel sent no NIC name.
+// The reasons a datagram is dropped, for the list's "bad" line.
+constexpr stat_name drop_names[] = {
+	{NETBLK_S_DROP_MALFORMED, "malformed"},
+	{NETBLK_S_DROP_FRAGMENT, "fragment"},
+	{NETBLK_S_DROP_MULTIBUFFER, "multi-buffer"},
+	{NETBLK_S_DROP_MISADDRESSED, "misaddressed"},
+	{NETBLK_S_DROP_VLAN, "other VLAN"},
+	{NETBLK_S_DROP_SOURCE, "bad source"},
+	{NETBLK_S_DROP_CHECKSUM, "checksum"},
+	{NETBLK_S_DROP_NOT_REQUEST, "not a request"},
+};
+
+// "eth0 vlan 5 10.0.2.15", or the address alone when the kernel sent no NIC name.
 std::string endpoint(const netblk_instance &inst)
 {
 	std::string addr = format_ipv4(inst.addr);
+	if (inst.vlan)
+		addr = "vlan " + std::to_string(inst.vlan) + " " + addr;
 	return inst.ifname.empty() ? addr : inst.ifname + " " + addr;
+}
+
+// "bad 3 (checksum 2, bad source 1)": the reasons that have counts.
+std::string bad_text(const netblk_instance &inst)
+{
+	std::string out = "bad " + std::to_string(inst.stat(NETBLK_S_BAD));
+	const char *sep = " (";
+	for (const auto &d : drop_names) {
+		if (!inst.stat(d.attr))
+			continue;
+		out += sep + std::string(d.json) + " " + std::to_string(inst.stat(d.attr));
+		sep = ", ";
+	}
+	return *sep == ',' ? out + ")" : out;
+}
+
+// "sources: any", or "sources: 10.1.0.0/16, 10.2.3.4 (12 others dropped)".
+std::string allow_text(const netblk_instance &inst)
+{
+	if (inst.allow.empty())
+		return "sources: any";
+	std::string out = "sources: ";
+	for (size_t i = 0; i < inst.allow.size(); i++)
+		out += (i ? ", " : "") + format_prefix(inst.allow[i]);
+	if (inst.not_allowed)
+		out += " (" + std::to_string(*inst.not_allowed) + " others dropped)";
+	return out;
 }
 
 uint64_t inflight(const netblk_instance &inst)
@@ -148,10 +203,18 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	o << "{\"port\": " << inst.port
 	  << ", \"device\": " << json_string(inst.device)
 	  << ", \"read_only\": " << (inst.read_only ? "true" : "false")
+	  << ", \"state\": " << (inst.stopping() ? "\"stopping\"" : "\"serving\"")
+	  << ", \"stopping_ms\": " << inst.stopping_ms
 	  << ", \"ifname\": " << json_string(inst.ifname)
 	  << ", \"ifindex\": " << inst.ifindex
+	  << ", \"driver\": " << json_string(inst.driver)
+	  << ", \"vlan\": " << inst.vlan
 	  << ", \"handoff_ifindex\": " << inst.handoff_ifindex
 	  << ", \"addr\": " << json_string(format_ipv4(inst.addr))
+	  << ", \"allow\": [";
+	for (size_t i = 0; i < inst.allow.size(); i++)
+		o << (i ? ", " : "") << json_string(format_prefix(inst.allow[i]));
+	o << "]"
 	  << ", \"mtu\": " << inst.mtu
 	  << ", \"cpu\": " << inst.cpu
 	  << ", \"poll_us\": " << inst.poll_us
@@ -166,6 +229,8 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 		o << sep << '"' << s.json << "\": " << inst.stat(s.attr);
 		sep = ", ";
 	}
+	o << ", \"not_allowed\": "
+	  << (inst.not_allowed ? std::to_string(*inst.not_allowed) : "null");
 	o << "}, \"latency\": ";
 	latency_json(o, inst.latency);
 	o << "}";
@@ -200,6 +265,12 @@ std::string format_ipv4(uint32_t addr_be)
 	if (!inet_ntop(AF_INET, &addr_be, buf, sizeof(buf)))
 		return "?";
 	return buf;
+}
+
+std::string format_prefix(const netblk_prefix &p)
+{
+	std::string a = format_ipv4(p.addr);
+	return p.len == 32 ? a : a + "/" + std::to_string(p.len);
 }
 
 std::string json_string(std::string_view s)
@@ -298,7 +369,11 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << ", " << (inst.read_only ? "ro" : "rw") << ") on " << endpoint(inst) << ", "
 	  << inst.max_io << " bytes a datagram (mtu " << inst.mtu << "), worker on cpu "
 	  << inst.cpu << ", up " << inst.uptime_ms / 1000 << " s\n";
-	o << "  requests " << st(NETBLK_S_REQUESTS) << ", bad " << st(NETBLK_S_BAD)
+	if (inst.stopping())
+		o << "  STOPPING for " << inst.stopping_ms / 1000 << " s: no longer serves, waits for "
+		  << st(NETBLK_S_INFLIGHT_DISK) << " requests at the disk\n";
+	o << "  " << (inst.driver.empty() ? "" : inst.driver + ", ") << allow_text(inst) << "\n";
+	o << "  requests " << st(NETBLK_S_REQUESTS) << ", " << bad_text(inst)
 	  << ", refused " << st(NETBLK_S_REFUSED) << " (busy " << st(NETBLK_S_BUSY)
 	  << "), in flight " << inflight(inst) << " of " << inst.slots
 	  << ": queued " << st(NETBLK_S_INFLIGHT_QUEUED)
@@ -308,9 +383,13 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << "), writes " << st(NETBLK_S_WRITES) << " ("
 	  << format_size(st(NETBLK_S_WRITE_BYTES)) << "), flushes " << st(NETBLK_S_FLUSHES)
 	  << ", I/O errors " << st(NETBLK_S_IO_ERRORS) << "\n";
-	o << "  disk busy " << st(NETBLK_S_DISK_BUSY) << " times, replies dropped "
-	  << st(NETBLK_S_REPLIES_DROPPED) << ", worker slept " << st(NETBLK_S_WORKER_SLEEPS)
+	o << "  disk busy " << st(NETBLK_S_DISK_BUSY) << " times (" << st(NETBLK_S_DISK_BLOCKING)
+	  << " tried blocking, " << st(NETBLK_S_DISK_GAVE_UP) << " answered EAGAIN), no buffer "
+	  << st(NETBLK_S_NO_BUFFER) << ", worker slept " << st(NETBLK_S_WORKER_SLEEPS)
 	  << " times\n";
+	o << "  replies dropped " << st(NETBLK_S_REPLIES_DROPPED) << " (over the mtu "
+	  << st(NETBLK_S_REPLIES_OVERSIZED) << "), waited for room in the NIC "
+	  << st(NETBLK_S_TX_DEFERRED) << " times, NIC errors " << st(NETBLK_S_TX_ERRORS) << "\n";
 	o << "  " << format_latency_line(inst.latency) << "\n";
 	o << "  data in place " << format_size(st(NETBLK_S_BYTES_ZEROCOPY)) << ", copied "
 	  << format_size(st(NETBLK_S_BYTES_COPIED)) << ", frames in " << st(NETBLK_S_FRAMES_RX)

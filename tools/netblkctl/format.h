@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,10 +19,13 @@ struct netblk_instance {
 	std::string device;
 	uint16_t port = 0;
 	bool read_only = false;
-	std::string ifname;
+	std::string ifname;		// the NIC its XDP program runs on
 	uint32_t ifindex = 0;
-	uint32_t handoff_ifindex = 0;	// the instance's netblk<port> device
+	std::string driver;		// the NIC's
+	uint16_t vlan = 0;		// 0: untagged
+	uint32_t handoff_ifindex = 0;	// the instance's netblk<port> device; 0 once stopping
 	uint32_t addr = 0;		// IPv4, network order
+	std::vector<netblk_prefix> allow;	// empty: any source
 	uint32_t mtu = 0;
 	uint32_t cpu = 0;
 	uint32_t poll_us = 0;
@@ -30,8 +34,15 @@ struct netblk_instance {
 	uint32_t max_io = 0;		// data bytes a datagram carries
 	uint32_t slots = 0;
 	uint64_t uptime_ms = 0;
+	uint32_t state = 0;		// enum netblk_state; 0 when not sent
+	uint64_t stopping_ms = 0;
 	std::array<uint64_t, NETBLK_S_MAX + 1> stats{};	// by enum netblk_stat_attr
 	latency_hist latency;		// NETBLK_A_LATENCY (LIST only)
+	// Datagrams the NIC's XDP program dropped for a source not on the
+	// allowlist (its own counter, not the module's); nullopt: not read.
+	std::optional<uint64_t> not_allowed;
+
+	bool stopping() const { return state == NETBLK_STATE_STOPPING; }
 
 	uint64_t stat(netblk_stat_attr s) const { return stats[s]; }
 };
@@ -53,6 +64,9 @@ std::string format_size(uint64_t bytes);
 
 // Dotted quad of an address in network order: "10.0.2.15".
 std::string format_ipv4(uint32_t addr_be);
+
+// "10.1.0.0/16", or "10.2.3.4" for a /32.
+std::string format_prefix(const netblk_prefix &p);
 
 // A JSON string literal, quotes included; bytes that are not UTF-8 become
 // U+FFFD.
@@ -86,12 +100,19 @@ std::string format_instance_text(const netblk_instance &inst);
 
 // `netblkctl list --json`: an array of objects (newline-terminated), one per
 // instance.  Field names (stable; keep README.md in step):
-//   port, device, read_only (bool), ifname, ifindex, handoff_ifindex,
-//   addr ("a.b.c.d"), mtu, cpu, poll_us, size_bytes, sector_size, max_io,
-//   slots, uptime_ms,
-//   stats: { requests, bad, refused, busy, inflight_queued, inflight_disk,
-//            inflight_done, reads, read_bytes, writes, write_bytes, flushes,
-//            fua_writes, io_errors, disk_busy, replies_dropped,
+//   port, device, read_only (bool), state ("serving" | "stopping"),
+//   stopping_ms, ifname, ifindex, driver, vlan (0: untagged),
+//   handoff_ifindex, addr ("a.b.c.d"), allow (["10.1.0.0/16", ...], [] for
+//   any source), mtu, cpu, poll_us, size_bytes, sector_size, max_io, slots,
+//   uptime_ms,
+//   stats: { requests, bad, dropped_malformed, dropped_fragment,
+//            dropped_multibuffer, dropped_misaddressed, dropped_vlan,
+//            dropped_source, dropped_checksum, dropped_not_request,
+//            not_allowed (null when the XDP program's counter was not read),
+//            refused, busy, inflight_queued, inflight_disk, inflight_done,
+//            reads, read_bytes, writes, write_bytes, flushes, fua_writes,
+//            io_errors, disk_busy, disk_blocking, disk_gave_up, no_buffer,
+//            replies_dropped, replies_oversized, tx_deferred, tx_errors,
 //            worker_sleeps, frames_rx, frames_tx, bytes_zerocopy,
 //            bytes_copied, disk_batches, tx_batches },
 //   latency: null, or { count, max_ns, p50_us, p99_us, p999_us,

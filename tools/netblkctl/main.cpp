@@ -1,6 +1,7 @@
 // netblkctl: start, stop, list and watch the instances of netblk.ko.
 //
 // Exit status: 0 done, 1 the kernel refused (or is unreachable), 2 bad usage.
+#include <arpa/inet.h>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -30,6 +31,7 @@ constexpr int exit_usage = 2;
 
 constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
+	"                       [vlan=N] [allow=PREFIX[,PREFIX...]]\n"
 	"       netblkctl list [--json]\n"
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
@@ -42,13 +44,17 @@ constexpr const char usage_text[] =
 	"          mtu=N      the MTU to size datagrams for\n"
 	"          cpu=N      the CPU of the instance's worker\n"
 	"          poll=US    the worker's poll time, in microseconds\n"
+	"          vlan=N     serve 802.1Q VLAN N of the NIC (the address of its VLAN device)\n"
+	"          allow=...  answer only these sources (10.1.0.0/16,10.2.3.4), filtered\n"
+	"                     by the NIC's XDP program before anything else sees them\n"
 	"list    the instances, their counters and service time (--json: as a JSON array)\n"
 	"watch   every S seconds (default 1) each instance's rates over the last\n"
 	"        interval, and the module's events as they come, until SIGINT or\n"
 	"        SIGTERM or N intervals (--json: one JSON object a line)\n"
 	"stats   the counters and the service-time histogram in the Prometheus\n"
 	"        text format (node_exporter's textfile collector)\n"
-	"stop    stop serving on <port>, or stop every instance\n";
+	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
+	"        the disk to finish what it has (list shows an instance that takes longer)\n";
 
 int usage_error(const std::string &msg)
 {
@@ -122,6 +128,50 @@ std::string parse_u32_option(std::string_view arg, std::string_view name,
 	return {};
 }
 
+// "10.1.0.0/16" or "10.2.3.4" (a /32); "" when fine, else what is wrong.
+std::string parse_prefix(std::string_view text, netblk_prefix &p)
+{
+	std::string t(text);
+	std::string addr = t.substr(0, t.find('/'));
+	p = {};
+	p.len = 32;
+	if (addr.size() < t.size()) {
+		auto len = parse_u32(std::string_view(t).substr(addr.size() + 1));
+		if (!len || *len > 32)
+			return "bad prefix length in allow= '" + t + "' (want 0..32)";
+		p.len = static_cast<uint8_t>(*len);
+	}
+	if (inet_pton(AF_INET, addr.c_str(), &p.addr) != 1)
+		return "bad address in allow= '" + t + "' (want a.b.c.d or a.b.c.d/len)";
+	uint32_t mask = p.len ? htonl(~0u << (32 - p.len)) : 0;
+	if (p.addr & ~mask) {
+		netblk_prefix fixed = p;
+		fixed.addr &= mask;
+		return "allow= '" + t + "' has host bits set: did you mean " +
+		       format_prefix(fixed) + "?";
+	}
+	return {};
+}
+
+std::string parse_allow(std::string_view list, std::vector<netblk_prefix> &out)
+{
+	if (!out.empty())
+		return "allow= given twice";
+	if (list.empty())
+		return "allow= needs a prefix (a.b.c.d/len), or several separated by commas";
+	while (!list.empty()) {
+		size_t comma = list.find(',');
+		netblk_prefix p;
+		if (std::string err = parse_prefix(list.substr(0, comma), p); !err.empty())
+			return err;
+		out.push_back(p);
+		list = comma == list.npos ? std::string_view() : list.substr(comma + 1);
+	}
+	if (out.size() > NETBLK_ALLOW_MAX)
+		return "allow= takes at most " + std::to_string(NETBLK_ALLOW_MAX) + " prefixes";
+	return {};
+}
+
 // One of start's trailing options; "" when fine, else what is wrong.
 std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 {
@@ -143,6 +193,19 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 		return parse_u32_option(arg, "cpu", args.cpu);
 	if (arg.starts_with("poll="))
 		return parse_u32_option(arg, "poll", args.poll_us);
+	if (arg.starts_with("vlan=")) {
+		std::optional<uint32_t> vlan;
+		if (args.vlan)
+			return "vlan= given twice";
+		if (std::string err = parse_u32_option(arg, "vlan", vlan); !err.empty())
+			return err;
+		if (*vlan < 1 || *vlan > 4094)
+			return "bad vlan= '" + std::to_string(*vlan) + "' (want 1..4094)";
+		args.vlan = static_cast<uint16_t>(*vlan);
+		return {};
+	}
+	if (arg.starts_with("allow="))
+		return parse_allow(arg.substr(6), args.allow);
 	return "unknown option '" + std::string(arg) + "'";
 }
 
@@ -150,8 +213,8 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 // when even that fails).
 void stop_after_failure(netblk_client &client, uint16_t port)
 {
-	uint32_t stopped;
-	if (nl_status st = client.stop(port, stopped); !st.ok())
+	netblk_stop_result result;
+	if (nl_status st = client.stop(port, result); !st.ok())
 		fprintf(stderr, "netblkctl: stopping port %u again failed too: %s\n", port,
 			st.text().c_str());
 }
@@ -169,6 +232,17 @@ bool resolve_nic(netblk_start_args &args)
 	return false;
 }
 
+xdp_steer_spec steer_spec(const netblk_instance &inst)
+{
+	xdp_steer_spec s;
+	s.port = inst.port;
+	s.handoff_ifindex = inst.handoff_ifindex;
+	s.addr = inst.addr;
+	s.vlan = inst.vlan;
+	s.allow = inst.allow;
+	return s;
+}
+
 // The NIC's other instances, steered again: idempotent, and it matters when
 // the program was attached anew (someone detached the one their ports were
 // steered by, and the module took the new link).
@@ -179,7 +253,7 @@ void resteer_nic(netblk_client &client, nic_xdp &xdp, const netblk_instance &sta
 		return;
 	for (const netblk_instance &i : insts)
 		if (i.ifindex == started.ifindex && i.port != started.port && i.handoff_ifindex)
-			if (int err = xdp.steer(i.port, i.handoff_ifindex))
+			if (int err = xdp.steer(steer_spec(i)))
 				fprintf(stderr, "netblkctl: cannot steer port %u again: %s\n", i.port,
 					strerror(err));
 }
@@ -241,7 +315,7 @@ int cmd_start(const std::vector<std::string_view> &argv)
 			"datagrams (does netblkctl match the module?)\n", args.port);
 		return exit_failed;
 	}
-	if (int err = xdp.steer(args.port, inst.handoff_ifindex)) {
+	if (int err = xdp.steer(steer_spec(inst))) {
 		stop_after_failure(client, args.port);
 		fprintf(stderr, "netblkctl: cannot steer port %u to the instance: %s\n", args.port,
 			strerror(err));
@@ -268,13 +342,26 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 	int rc;
 	if (!connect(client, rc))
 		return rc;
-	uint32_t stopped;
-	if (nl_status st = client.stop(port, stopped); !st.ok())
+	netblk_stop_result r;
+	if (nl_status st = client.stop(port, r); !st.ok())
 		return failed(st);
-	if (port)
+	if (port && !r.stopping)
 		printf("netblk: stopped serving on port %u\n", *port);
-	else
-		printf("netblk: stopped %u instance(s)\n", stopped);
+	else if (!port)
+		printf("netblk: stopped %u instance(s)\n", r.stopped);
+	if (r.stopping) {
+		// It no longer serves; what it holds (the device claim, the port)
+		// goes when its disk answers.  Not done: a failure.
+		std::string who = port ? "port " + std::to_string(*port) +
+						 " no longer serves but still waits"
+				       : std::to_string(r.stopping) +
+						 " instance(s) no longer serve but still wait";
+		fprintf(stderr, "netblkctl: %s for the disk to finish what it was given; "
+			"'netblkctl list' shows it stopping, and it is released when the disk "
+			"answers\n", who.c_str());
+		finish();
+		return exit_failed;
+	}
 	return finish();
 }
 
@@ -302,6 +389,10 @@ int dump_instances(std::vector<netblk_instance> &insts)
 		return rc;
 	if (nl_status st = client.list(insts); !st.ok())
 		return failed(st);
+	// the allowlist's drops happen in the XDP program, before the module
+	for (netblk_instance &inst : insts)
+		if (!inst.allow.empty())
+			inst.not_allowed = xdp_not_allowed(inst.ifindex, inst.port);
 	return 0;
 }
 

@@ -121,10 +121,27 @@ bool get_event_attr(const nlattr *a, netblk_event_info &ev)
 	return true;
 }
 
+int allow_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	if (mnl_attr_get_type(a) != NETBLK_A_ALLOW_PREFIX)
+		return MNL_CB_OK;
+	if (mnl_attr_get_payload_len(a) != sizeof(netblk_prefix))
+		return fail(ctx, NETBLK_A_ALLOW_PREFIX, "allow ");
+	netblk_prefix p;
+	memcpy(&p, mnl_attr_get_payload(a), sizeof(p));
+	ctx->inst->allow.push_back(p);
+	return MNL_CB_OK;
+}
+
 bool get_attr(const nlattr *a, parse_ctx *ctx)
 {
 	netblk_instance &i = *ctx->inst;
 	switch (mnl_attr_get_type(a)) {
+	case NETBLK_A_DRIVER:      return get_string(a, i.driver);
+	case NETBLK_A_VLAN:        return get_uint(a, i.vlan);
+	case NETBLK_A_STATE:       return get_uint(a, i.state);
+	case NETBLK_A_STOPPING_MS: return get_uint(a, i.stopping_ms);
 	case NETBLK_A_DEVICE:      return get_string(a, i.device);
 	case NETBLK_A_PORT:        return get_uint(a, i.port);
 	case NETBLK_A_READ_ONLY:   return get_flag(a, i.read_only);
@@ -153,6 +170,12 @@ int instance_attr_cb(const nlattr *a, void *data)
 			return fail(ctx, type);
 		return mnl_attr_parse_nested(a, stat_attr_cb, ctx);
 	}
+	if (type == NETBLK_A_ALLOW) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+			return fail(ctx, type);
+		ctx->inst->allow.clear();
+		return mnl_attr_parse_nested(a, allow_attr_cb, ctx);
+	}
 	if (type == NETBLK_A_LATENCY) {
 		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
 			return fail(ctx, type);
@@ -174,9 +197,12 @@ nl_status malformed(const parse_ctx &ctx)
 
 int stopped_attr_cb(const nlattr *a, void *data)
 {
-	if (mnl_attr_get_type(a) != NETBLK_A_STOPPED)
-		return MNL_CB_OK;
-	return get_uint(a, *static_cast<uint32_t *>(data)) ? MNL_CB_OK : MNL_CB_ERROR;
+	auto *r = static_cast<netblk_stop_result *>(data);
+	switch (mnl_attr_get_type(a)) {
+	case NETBLK_A_STOPPED:  return get_uint(a, r->stopped) ? MNL_CB_OK : MNL_CB_ERROR;
+	case NETBLK_A_STOPPING: return get_uint(a, r->stopping) ? MNL_CB_OK : MNL_CB_ERROR;
+	}
+	return MNL_CB_OK;
 }
 
 } // namespace
@@ -234,6 +260,14 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 		mnl_attr_put_u32(req, NETBLK_A_CPU, *args.cpu);
 	if (args.poll_us)
 		mnl_attr_put_u32(req, NETBLK_A_POLL_US, *args.poll_us);
+	if (args.vlan)
+		mnl_attr_put_u16(req, NETBLK_A_VLAN, *args.vlan);
+	if (!args.allow.empty()) {
+		nlattr *nest = mnl_attr_nest_start(req, NETBLK_A_ALLOW);
+		for (const netblk_prefix &p : args.allow)
+			mnl_attr_put(req, NETBLK_A_ALLOW_PREFIX, sizeof(p), &p);
+		mnl_attr_nest_end(req, nest);
+	}
 	if (args.xdp_link_fd)
 		mnl_attr_put_u32(req, NETBLK_A_XDP_LINK_FD, static_cast<uint32_t>(*args.xdp_link_fd));
 	size_t cap = sock_.req_capacity();
@@ -251,7 +285,7 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 	});
 }
 
-nl_status netblk_client::stop(std::optional<uint16_t> port, uint32_t &stopped)
+nl_status netblk_client::stop(std::optional<uint16_t> port, netblk_stop_result &result)
 {
 	nlmsghdr *req = begin(NETBLK_CMD_STOP, NLM_F_REQUEST | NLM_F_ACK);
 	if (port)
@@ -259,12 +293,12 @@ nl_status netblk_client::stop(std::optional<uint16_t> port, uint32_t &stopped)
 	else
 		mnl_attr_put(req, NETBLK_A_ALL, 0, nullptr);
 
-	stopped = 0;
+	result = {};
 	return sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
 		if (!is_reply(nlh, NETBLK_CMD_STOP))
 			return {};
-		if (mnl_attr_parse(nlh, sizeof(genlmsghdr), stopped_attr_cb, &stopped) < 0)
-			return nl_error(EBADMSG, "the kernel sent a malformed STOPPED attribute");
+		if (mnl_attr_parse(nlh, sizeof(genlmsghdr), stopped_attr_cb, &result) < 0)
+			return nl_error(EBADMSG, "the kernel sent a malformed STOP reply");
 		return {};
 	});
 }

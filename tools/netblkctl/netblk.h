@@ -18,8 +18,17 @@ struct netblk_start_args {
 	std::optional<uint32_t> mtu;
 	std::optional<uint32_t> cpu;
 	std::optional<uint32_t> poll_us;
+	std::optional<uint16_t> vlan;
+	std::vector<netblk_prefix> allow;	// empty: any source
 	// A BPF link of the NIC's XDP program for the module to hold (xdp.h).
 	std::optional<int> xdp_link_fd;
+};
+
+// What a STOP did: instances released, and those that no longer serve but
+// still wait for their disk (LIST shows them "stopping").
+struct netblk_stop_result {
+	uint32_t stopped = 0;
+	uint32_t stopping = 0;
 };
 
 // Fills `inst` from a START / LIST / EVENT message; attributes it does not
@@ -43,7 +52,7 @@ public:
 	nl_status start(const netblk_start_args &args, netblk_instance &inst, bool &described);
 
 	// NETBLK_CMD_STOP of one port, or of every instance when port is empty.
-	nl_status stop(std::optional<uint16_t> port, uint32_t &stopped);
+	nl_status stop(std::optional<uint16_t> port, netblk_stop_result &result);
 
 	// NETBLK_CMD_LIST dump (retried if the kernel says it was interrupted).
 	nl_status list(std::vector<netblk_instance> &insts);

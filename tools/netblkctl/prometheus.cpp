@@ -32,9 +32,21 @@ constexpr counter_metric counters[] = {
 	{NETBLK_S_FUA_WRITES, "netblk_fua_writes_total", "Write requests accepted with FUA."},
 	{NETBLK_S_IO_ERRORS, "netblk_io_errors_total", "Requests the disk failed."},
 	{NETBLK_S_DISK_BUSY, "netblk_disk_busy_total",
-	 "Times the disk refused more work for the moment."},
+	 "Times the disk said again (BLK_STS_AGAIN): retried after a backoff."},
+	{NETBLK_S_DISK_BLOCKING, "netblk_disk_blocking_total",
+	 "Retries submitted without REQ_NOWAIT, letting the disk make the worker wait."},
+	{NETBLK_S_DISK_GAVE_UP, "netblk_disk_gave_up_total",
+	 "Requests still refused after every retry: answered EAGAIN."},
+	{NETBLK_S_NO_BUFFER, "netblk_no_buffer_total",
+	 "Requests without a page to read or copy into: answered EAGAIN."},
 	{NETBLK_S_REPLIES_DROPPED, "netblk_replies_dropped_total",
-	 "Replies not sent: no frame to answer in, or the NIC refused them."},
+	 "Replies not sent: over the NIC's MTU, no buffer to answer in, or the NIC did not take them."},
+	{NETBLK_S_REPLIES_OVERSIZED, "netblk_replies_oversized_total",
+	 "Replies larger than the NIC's MTU at the time (part of netblk_replies_dropped_total)."},
+	{NETBLK_S_TX_DEFERRED, "netblk_tx_deferred_total",
+	 "Times a reply waited for room in the NIC's transmit ring."},
+	{NETBLK_S_TX_ERRORS, "netblk_tx_errors_total",
+	 "Transmits the NIC failed with an error."},
 	{NETBLK_S_WORKER_SLEEPS, "netblk_worker_sleeps_total",
 	 "Times the instance's worker went to sleep for want of work."},
 	{NETBLK_S_FRAMES_RX, "netblk_frames_received_total",
@@ -61,7 +73,23 @@ constexpr stage_gauge stages[] = {
 	{NETBLK_S_INFLIGHT_DONE, "done"},
 };
 
-static_assert(std::size(counters) + std::size(stages) == NETBLK_S_PAD - 1,
+struct drop_label {
+	netblk_stat_attr attr;
+	const char *reason;
+};
+
+constexpr drop_label drops[] = {
+	{NETBLK_S_DROP_MALFORMED, "malformed"},
+	{NETBLK_S_DROP_FRAGMENT, "fragment"},
+	{NETBLK_S_DROP_MULTIBUFFER, "multibuffer"},
+	{NETBLK_S_DROP_MISADDRESSED, "misaddressed"},
+	{NETBLK_S_DROP_VLAN, "vlan"},
+	{NETBLK_S_DROP_SOURCE, "source"},
+	{NETBLK_S_DROP_CHECKSUM, "checksum"},
+	{NETBLK_S_DROP_NOT_REQUEST, "not_request"},
+};
+
+static_assert(std::size(counters) + std::size(stages) + std::size(drops) == NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a metric here");
 
 std::string help_text(std::string_view s)
@@ -175,6 +203,17 @@ std::string format_prometheus(const std::vector<netblk_instance> &insts)
 		family(o, c.name, "counter", c.help);
 		for (const auto &inst : insts)
 			o << c.name << '{' << labels(inst) << "} " << inst.stat(c.attr) << '\n';
+	}
+	family(o, "netblk_dropped_total", "counter",
+	       "Datagrams dropped unanswered, by reason (netblk_bad_total is the sum of all but "
+	       "not_allowed, which the NIC's XDP program drops before the module sees them).");
+	for (const auto &inst : insts) {
+		for (const auto &d : drops)
+			o << "netblk_dropped_total{" << labels(inst) << ",reason=\"" << d.reason << "\"} "
+			  << inst.stat(d.attr) << '\n';
+		if (inst.not_allowed)
+			o << "netblk_dropped_total{" << labels(inst) << ",reason=\"not_allowed\"} "
+			  << *inst.not_allowed << '\n';
 	}
 	family(o, "netblk_inflight", "gauge",
 	       "Requests the instance holds, by stage: queued for the disk, at the disk, "

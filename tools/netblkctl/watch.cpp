@@ -69,6 +69,10 @@ const char *reason_text(uint32_t reason)
 	case NETBLK_REASON_RMMOD:       return "module unloaded";
 	case NETBLK_REASON_NIC_GONE:    return "NIC gone";
 	case NETBLK_REASON_DEVICE_GONE: return "device gone";
+	case NETBLK_REASON_NIC_MTU:     return "NIC mtu lowered";
+	case NETBLK_REASON_NIC_XMIT:    return "NIC cannot send";
+	case NETBLK_REASON_NIC_VLAN:    return "NIC hides VLANs";
+	case NETBLK_REASON_HANDOFF_DOWN: return "its device taken down";
 	}
 	return nullptr;
 }
@@ -81,6 +85,10 @@ const char *reason_json(uint32_t reason)
 	case NETBLK_REASON_RMMOD:       return "rmmod";
 	case NETBLK_REASON_NIC_GONE:    return "nic_gone";
 	case NETBLK_REASON_DEVICE_GONE: return "device_gone";
+	case NETBLK_REASON_NIC_MTU:     return "nic_mtu";
+	case NETBLK_REASON_NIC_XMIT:    return "nic_xmit";
+	case NETBLK_REASON_NIC_VLAN:    return "nic_vlan";
+	case NETBLK_REASON_HANDOFF_DOWN: return "handoff_down";
 	}
 	return "unknown";
 }
@@ -92,6 +100,7 @@ const char *event_json(uint32_t event)
 	case NETBLK_EVENT_STOPPED:  return "stopped";
 	case NETBLK_EVENT_FAILED:   return "failed";
 	case NETBLK_EVENT_IO_ERROR: return "io_error";
+	case NETBLK_EVENT_STOPPING: return "stopping";
 	}
 	return "unknown";
 }
@@ -243,6 +252,8 @@ std::string format_event_text(const netblk_event_info &ev)
 		       (d.empty() ? "" : ": " + d);
 	case NETBLK_EVENT_IO_ERROR:
 		return out + port + " I/O error" + (d.empty() ? "" : ": " + d);
+	case NETBLK_EVENT_STOPPING:
+		return out + port + " still stopping" + (d.empty() ? "" : ": " + d);
 	}
 	return out + port + ": event " + std::to_string(ev.event) + (d.empty() ? "" : ": " + d);
 }

@@ -2,6 +2,7 @@
 #include "xdp.h"
 
 #include <algorithm>
+#include <arpa/inet.h>
 #include <array>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -20,11 +21,11 @@
 #include <vector>
 
 #include "netblk.skel.h"
+#include "netblk_maps.h"
 
 namespace {
 
 constexpr const char prog_name[] = "netblk_xdp";
-constexpr const char map_name[] = "netblk_ports";
 
 // RTF_REJECT in <linux/route.h>: an unreachable/prohibit route, no NIC.
 constexpr unsigned rtf_reject = 0x0200;
@@ -82,8 +83,22 @@ int describe_prog(uint32_t id, prog_desc &d)
 	return 0;
 }
 
-// An fd of the map with that id when it is netblk's port map, else -1.
-int port_map_fd(uint32_t id)
+// The maps of the program, as bpf/netblk_maps.h has them.
+struct map_desc {
+	const char *name;
+	bpf_map_type type;
+	uint32_t key_size, value_size;
+};
+
+constexpr map_desc ports_map = {"netblk_ports", BPF_MAP_TYPE_DEVMAP_HASH, sizeof(uint32_t),
+				sizeof(bpf_devmap_val)};
+constexpr map_desc steer_map = {"netblk_steer", BPF_MAP_TYPE_PERCPU_HASH, sizeof(uint32_t),
+				sizeof(netblk_steer)};
+constexpr map_desc allow_map = {"netblk_allow", BPF_MAP_TYPE_LPM_TRIE,
+				sizeof(netblk_allow_key), sizeof(uint8_t)};
+
+// An fd of the map with that id when it is `want`, else -1.
+int map_fd(uint32_t id, const map_desc &want)
 {
 	int fd = bpf_map_get_fd_by_id(id);
 	if (fd < 0)
@@ -91,11 +106,19 @@ int port_map_fd(uint32_t id)
 	bpf_map_info info{};
 	uint32_t len = sizeof(info);
 	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0 &&
-	    strncmp(info.name, map_name, sizeof(info.name)) == 0 &&
-	    info.type == BPF_MAP_TYPE_DEVMAP_HASH && info.key_size == sizeof(uint32_t) &&
-	    info.value_size == sizeof(bpf_devmap_val))
+	    strncmp(info.name, want.name, sizeof(info.name)) == 0 && info.type == want.type &&
+	    info.key_size == want.key_size && info.value_size == want.value_size)
 		return fd;
 	close(fd);
+	return -1;
+}
+
+// An fd of the map `want` among a program's maps, or -1.
+int find_map(const prog_desc &d, const map_desc &want)
+{
+	for (uint32_t id : d.map_ids)
+		if (int fd = map_fd(id, want); fd >= 0)
+			return fd;
 	return -1;
 }
 
@@ -179,8 +202,10 @@ nic_xdp::~nic_xdp()
 {
 	if (link_fd_ >= 0)
 		close(link_fd_);
-	if (own_ports_fd_ && ports_fd_ >= 0)
-		close(ports_fd_);
+	if (own_map_fds_)
+		for (int fd : {ports_fd_, steer_fd_, allow_fd_})
+			if (fd >= 0)
+				close(fd);
 	netblk_bpf__destroy(skel_);
 }
 
@@ -223,16 +248,15 @@ std::string nic_xdp::adopt(const std::string &ifname, uint32_t prog_id)
 		return cannot_inspect(ifname, prog_id, err);
 	if (d.name != prog_name)
 		return occupied(ifname, prog_id, d.name);
-	for (uint32_t id : d.map_ids) {
-		int fd = port_map_fd(id);
-		if (fd >= 0) {
-			ports_fd_ = fd;
-			own_ports_fd_ = true;
-			return {};
-		}
-	}
+	own_map_fds_ = true;
+	ports_fd_ = find_map(d, ports_map);
+	steer_fd_ = find_map(d, steer_map);
+	allow_fd_ = find_map(d, allow_map);
+	if (ports_fd_ >= 0 && steer_fd_ >= 0 && allow_fd_ >= 0)
+		return {};
 	return ifname + " runs an XDP program " + prog_name + " (id " + std::to_string(prog_id) +
-	       ") without a " + map_name + " map: not netblk's, or this netblkctl cannot read it";
+	       ") without netblk's maps: an older netblk's, or not netblk's (stop its instances "
+	       "and start again)";
 }
 
 // Loads the program and links it to the NIC in native mode; `err` is the
@@ -261,17 +285,87 @@ std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex, int &er
 	}
 	link_fd_ = fd;
 	ports_fd_ = bpf_map__fd(skel_->maps.netblk_ports);
+	steer_fd_ = bpf_map__fd(skel_->maps.netblk_steer);
+	allow_fd_ = bpf_map__fd(skel_->maps.netblk_allow);
 	return {};
 }
 
-int nic_xdp::steer(uint16_t port, uint32_t ifindex)
+// A previous instance's entries for the port go; then the new ones.
+int nic_xdp::replace_allowlist(const xdp_steer_spec &s)
 {
-	if (ports_fd_ < 0)
-		return EBADF;
-	uint32_t key = port;
-	bpf_devmap_val val{};
-	val.ifindex = ifindex;
-	if (int err = bpf_map_update_elem(ports_fd_, &key, &val, BPF_ANY))
-		return -err;
+	uint16_t port_be = htons(s.port);
+	std::vector<netblk_allow_key> old;
+	netblk_allow_key key{}, next{};
+	void *prev = nullptr;
+	while (bpf_map_get_next_key(allow_fd_, prev, &next) == 0) {
+		if (next.port == port_be)
+			old.push_back(next);
+		key = next;
+		prev = &key;
+	}
+	for (const netblk_allow_key &k : old)
+		if (bpf_map_delete_elem(allow_fd_, &k) && errno != ENOENT)
+			return errno;
+	for (const netblk_prefix &p : s.allow) {
+		netblk_allow_key k{};
+		k.prefixlen = 32 + p.len;
+		k.port = port_be;
+		k.vlan = htons(s.vlan);
+		k.src = p.addr;
+		uint8_t one = 1;
+		if (bpf_map_update_elem(allow_fd_, &k, &one, BPF_ANY))
+			return errno;
+	}
 	return 0;
+}
+
+int nic_xdp::steer(const xdp_steer_spec &s)
+{
+	if (ports_fd_ < 0 || steer_fd_ < 0 || allow_fd_ < 0)
+		return EBADF;
+	if (int err = replace_allowlist(s))
+		return err;
+
+	// one copy for each possible CPU, counters from zero
+	int cpus = libbpf_num_possible_cpus();
+	if (cpus <= 0)
+		return -cpus;
+	netblk_steer st{};
+	st.addr = s.addr;
+	st.vlan = s.vlan;
+	st.flags = s.allow.empty() ? 0 : NETBLK_STEER_ALLOWLIST;
+	std::vector<netblk_steer> values(static_cast<size_t>(cpus), st);
+	uint32_t key = s.port;
+	if (bpf_map_update_elem(steer_fd_, &key, values.data(), BPF_ANY))
+		return errno;
+
+	bpf_devmap_val val{};
+	val.ifindex = s.handoff_ifindex;
+	if (bpf_map_update_elem(ports_fd_, &key, &val, BPF_ANY))
+		return errno;
+	return 0;
+}
+
+std::optional<uint64_t> xdp_not_allowed(uint32_t ifindex, uint16_t port)
+{
+	bpf_xdp_query_opts q{};
+	q.sz = sizeof(q);
+	prog_desc d;
+	if (bpf_xdp_query(static_cast<int>(ifindex), 0, &q) || !q.drv_prog_id ||
+	    describe_prog(q.drv_prog_id, d) || d.name != prog_name)
+		return std::nullopt;
+	int fd = find_map(d, steer_map);
+	if (fd < 0)
+		return std::nullopt;
+	int cpus = libbpf_num_possible_cpus();
+	std::vector<netblk_steer> values(static_cast<size_t>(cpus > 0 ? cpus : 1));
+	uint32_t key = port;
+	std::optional<uint64_t> sum;
+	if (cpus > 0 && bpf_map_lookup_elem(fd, &key, values.data()) == 0) {
+		sum = 0;
+		for (const netblk_steer &v : values)
+			*sum += v.not_allowed;
+	}
+	close(fd);
+	return sum;
 }

@@ -1,19 +1,37 @@
 // The NIC side of netblk: bpf/netblk.bpf.c on the NIC's XDP hook in native
-// mode, and its netblk_ports devmap, which steers a UDP port's datagrams to
-// the instance's own net device (NETBLK_A_HANDOFF_IFINDEX).
+// mode, and its maps (bpf/netblk_maps.h), which steer the datagrams to an
+// instance's address, port and VLAN, from the sources it allows, to the
+// instance's own net device (NETBLK_A_HANDOFF_IFINDEX).
 //
 // The first instance on a NIC loads the program and creates a BPF link that
 // it hands to the module with START (NETBLK_A_XDP_LINK_FD); the module keeps
 // it until the NIC's last instance stops.  Later instances find that program
-// and its map by name and only add their port.
+// and its maps by name and only add their entries.
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
+
+#include "netblk_genl.h"
 
 struct netblk_bpf;
+
+// What the NIC's program needs to steer an instance's datagrams to it.
+struct xdp_steer_spec {
+	uint16_t port = 0;
+	uint32_t handoff_ifindex = 0;
+	uint32_t addr = 0;		// the instance's IPv4 address, network order
+	uint16_t vlan = 0;
+	std::vector<netblk_prefix> allow;	// empty: any source
+};
+
+// The count, kept by the program on NIC `ifindex`, of datagrams for `port`
+// it dropped for a source not on the instance's allowlist; nullopt when the
+// NIC runs no netblk program or it cannot be read (no CAP_SYS_ADMIN).
+std::optional<uint64_t> xdp_not_allowed(uint32_t ifindex, uint16_t port);
 
 // The interface of the default route in the text of /proc/net/route:
 // destination and mask 00000000, the lowest metric (the first of equals);
@@ -46,15 +64,18 @@ public:
 	// NIC already ran netblk_xdp.
 	std::optional<int> link_fd() const;
 
-	// netblk_ports[port] = { .ifindex = ifindex }; 0 or a positive errno.
-	int steer(uint16_t port, uint32_t ifindex);
+	// The instance's allowlist (the port's old entries replaced), what
+	// else its datagrams must match, and last the port's redirect to
+	// netblk<port>: 0 or a positive errno.
+	int steer(const xdp_steer_spec &s);
 
 private:
 	std::string attach(const std::string &ifname, unsigned ifindex, int &err);
 	std::string adopt(const std::string &ifname, uint32_t prog_id);
+	int replace_allowlist(const xdp_steer_spec &s);
 
 	netblk_bpf *skel_ = nullptr;
 	int link_fd_ = -1;
-	int ports_fd_ = -1;
-	bool own_ports_fd_ = false;	// from bpf_map_get_fd_by_id, not the skeleton's
+	int ports_fd_ = -1, steer_fd_ = -1, allow_fd_ = -1;
+	bool own_map_fds_ = false;	// from bpf_map_get_fd_by_id, not the skeleton's
 };

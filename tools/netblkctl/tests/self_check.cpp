@@ -29,6 +29,7 @@
 #include "netblk.skel.h"
 #include "prometheus.h"
 #include "watch.h"
+#include "netblk_maps.h"
 #include "xdp.h"
 
 namespace {
@@ -281,10 +282,14 @@ void check_text()
 	check_eq(format_instance_text(example()),
 		 "port 7000: /dev/nvme0n1p2 (256 MiB, rw) on eth0 10.0.2.15, 1024 bytes a"
 		 " datagram (mtu 1500), worker on cpu 1, up 21 s\n"
+		 "  sources: any\n"
 		 "  requests 1246965, bad 0, refused 0 (busy 0), in flight 0 of 256: queued 0,"
 		 " at the disk 0, done 0\n"
 		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, I/O errors 0\n"
-		 "  disk busy 369 times, replies dropped 0, worker slept 192176 times\n"
+		 "  disk busy 369 times (0 tried blocking, 0 answered EAGAIN), no buffer 0,"
+		 " worker slept 192176 times\n"
+		 "  replies dropped 0 (over the mtu 0), waited for room in the NIC 0 times,"
+		 " NIC errors 0\n"
 		 "  service time us (arrival to reply): n/a\n"
 		 "  data in place 0 B, copied 0 B, frames in 0, out 0\n"
 		 "  batches: 0 to the disk, 0 transmits to the NIC\n",
@@ -297,7 +302,8 @@ void check_text()
 	l.stats[NETBLK_S_DISK_BATCHES] = 40000;
 	l.stats[NETBLK_S_TX_BATCHES] = 50000;
 	std::string t = format_instance_text(l);
-	check(t.ends_with("  disk busy 369 times, replies dropped 0, worker slept 192176 times\n"
+	check(t.ends_with("  replies dropped 0 (over the mtu 0), waited for room in the NIC 0 times,"
+			  " NIC errors 0\n"
 			  "  service time us (arrival to reply): p50 75.3, p99 225076.2, p99.9"
 			  " 225757.1, max 225757.1\n"
 			  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"
@@ -313,6 +319,43 @@ void check_text()
 	i.read_only = true;
 	check(format_started(i).find("(256 MiB, read-only)") != std::string::npos, "ro start");
 	check(format_instance_text(i).find("(256 MiB, ro)") != std::string::npos, "ro list");
+
+	/* drops by reason, the allowlist and its XDP counter, a VLAN, stopping */
+	netblk_instance h = example();
+	h.driver = "virtio_net";
+	h.vlan = 5;
+	h.stats[NETBLK_S_BAD] = 5;
+	h.stats[NETBLK_S_DROP_SOURCE] = 3;
+	h.stats[NETBLK_S_DROP_CHECKSUM] = 2;
+	uint8_t net[4] = {10, 1, 0, 0}, host[4] = {10, 2, 3, 4};
+	netblk_prefix p1{}, p2{};
+	memcpy(&p1.addr, net, 4);
+	p1.len = 16;
+	memcpy(&p2.addr, host, 4);
+	p2.len = 32;
+	h.allow = {p1, p2};
+	h.not_allowed = 12;
+	t = format_instance_text(h);
+	check(t.find(" on eth0 vlan 5 10.0.2.15, ") != std::string::npos, "list vlan");
+	check(t.find("\n  virtio_net, sources: 10.1.0.0/16, 10.2.3.4 (12 others dropped)\n")
+		      != std::string::npos, "list allowlist");
+	check(t.find(", bad 5 (bad source 3, checksum 2), refused") != std::string::npos,
+	      "list drop reasons");
+	check(t.find("STOPPING") == std::string::npos, "serving: no stopping line");
+	h.state = NETBLK_STATE_STOPPING;
+	h.stopping_ms = 7300;
+	h.stats[NETBLK_S_INFLIGHT_DISK] = 3;
+	check(format_instance_text(h).find("\n  STOPPING for 7 s: no longer serves, waits for 3"
+					  " requests at the disk\n") != std::string::npos,
+	      "list stopping");
+	std::string hj = format_instances_json({h});
+	check(valid_json(hj), "json with allowlist parses");
+	check(hj.find("\"state\": \"stopping\", \"stopping_ms\": 7300") != std::string::npos &&
+		      hj.find("\"vlan\": 5") != std::string::npos &&
+		      hj.find("\"allow\": [\"10.1.0.0/16\", \"10.2.3.4\"]") != std::string::npos &&
+		      hj.find("\"dropped_source\": 3") != std::string::npos &&
+		      hj.find("\"not_allowed\": 12}") != std::string::npos,
+	      "json allowlist, vlan, state, drops");
 }
 
 void check_json()
@@ -320,15 +363,18 @@ void check_json()
 	check_eq(format_instances_json({}), "[]\n", "json empty");
 	std::string j = format_instances_json({example(), example()});
 	check(j.starts_with("[\n  {\"port\": 7000, \"device\": \"/dev/nvme0n1p2\", "
-			    "\"read_only\": false, \"ifname\": \"eth0\", \"ifindex\": 2, "
+			    "\"read_only\": false, \"state\": \"serving\", \"stopping_ms\": 0, "
+			    "\"ifname\": \"eth0\", \"ifindex\": 2, \"driver\": \"\", \"vlan\": 0, "
 			    "\"handoff_ifindex\": 9, "
-			    "\"addr\": \"10.0.2.15\", \"mtu\": 1500, \"cpu\": 1, "
+			    "\"addr\": \"10.0.2.15\", \"allow\": [], \"mtu\": 1500, \"cpu\": 1, "
 			    "\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
 			    "\"max_io\": 1024, \"slots\": 256, \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
-	check(j.find("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0}, \"latency\": null},\n  {") != std::string::npos,
+	check(j.find("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0, "
+		     "\"not_allowed\": null}, \"latency\": null},\n  {") != std::string::npos,
 	      "json separator");
-	check(j.ends_with("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0}, \"latency\": null}\n]\n"), "json tail");
+	check(j.ends_with("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0, "
+			  "\"not_allowed\": null}, \"latency\": null}\n]\n"), "json tail");
 	check(valid_json(j), "json list parses");
 
 	netblk_instance l = example();
@@ -1012,27 +1058,39 @@ void check_default_route()
 	printf("  this host's default route: %s\n", here ? here->c_str() : "(none)");
 }
 
-// An Ethernet + IPv4 + UDP frame to `port`, 16 bytes of payload.
+// An Ethernet + IPv4 + UDP frame to daddr:port from saddr, 16 bytes of payload.
 struct frame_spec {
 	uint16_t port = 7000;
 	uint16_t ethertype = 0x0800;
+	uint16_t vlan = 0;	// an 802.1Q tag when not 0
 	uint8_t proto = 17;
 	uint8_t ihl = 5;
 	uint16_t frag_off = 0;	// host order: flags and offset
+	uint32_t saddr = 0x0a000202;	// host order: 10.0.2.2
+	uint32_t daddr = 0x0a00020f;	// 10.0.2.15
 	size_t cut = 0;		// bytes to drop from the end
 };
 
 std::vector<uint8_t> frame(const frame_spec &s)
 {
-	std::vector<uint8_t> f(14 + s.ihl * 4 + 8 + 16, 0);
-	f[12] = s.ethertype >> 8;
-	f[13] = s.ethertype & 0xff;
-	uint8_t *ip = &f[14];
+	size_t l3 = s.vlan ? 18 : 14;
+	std::vector<uint8_t> f(l3 + s.ihl * 4 + 8 + 16, 0);
+	if (s.vlan) {
+		f[12] = 0x81;
+		f[14] = s.vlan >> 8;
+		f[15] = s.vlan & 0xff;
+	}
+	f[l3 - 2] = s.ethertype >> 8;
+	f[l3 - 1] = s.ethertype & 0xff;
+	uint8_t *ip = &f[l3];
 	ip[0] = 0x40 | s.ihl;
 	ip[6] = s.frag_off >> 8;
 	ip[7] = s.frag_off & 0xff;
 	ip[8] = 64;
 	ip[9] = s.proto;
+	uint32_t sa = htonl(s.saddr), da = htonl(s.daddr);
+	memcpy(ip + 12, &sa, 4);
+	memcpy(ip + 16, &da, 4);
 	uint8_t *udp = ip + s.ihl * 4;
 	udp[0] = 0x9c;			// source port 40000
 	udp[1] = 0x40;
@@ -1056,8 +1114,32 @@ int xdp_verdict(int prog_fd, const frame_spec &s)
 	return static_cast<int>(o.retval);
 }
 
-// The program through the kernel's verifier, then on frames: served ports
-// redirect, everything else passes.
+// What netblkctl start writes for an instance on `port` of 10.0.2.15.
+int steer(int steer_fd, uint16_t port, uint16_t vlan, uint16_t flags)
+{
+	netblk_steer st{};
+	st.addr = htonl(0x0a00020f);
+	st.vlan = vlan;
+	st.flags = flags;
+	std::vector<netblk_steer> v(static_cast<size_t>(libbpf_num_possible_cpus()), st);
+	uint32_t key = port;
+	return bpf_map_update_elem(steer_fd, &key, v.data(), BPF_ANY);
+}
+
+uint64_t not_allowed(int steer_fd, uint16_t port)
+{
+	std::vector<netblk_steer> v(static_cast<size_t>(libbpf_num_possible_cpus()));
+	uint32_t key = port;
+	uint64_t sum = 0;
+	if (bpf_map_lookup_elem(steer_fd, &key, v.data()) == 0)
+		for (const auto &e : v)
+			sum += e.not_allowed;
+	return sum;
+}
+
+// The program through the kernel's verifier, then on frames: an instance's
+// address, port and VLAN redirect, from an allowed source; everything else
+// passes, but for the sources an allowlist keeps out, which it drops.
 void check_xdp_program()
 {
 	xdp_quiet_libbpf();
@@ -1073,40 +1155,88 @@ void check_xdp_program()
 		return;
 	}
 	int prog = bpf_program__fd(skel->progs.netblk_xdp);
-	uint32_t key = 7000;
+	int steer_fd = bpf_map__fd(skel->maps.netblk_steer);
+	int ports_fd = bpf_map__fd(skel->maps.netblk_ports);
+	int verdicts = 0;
+	auto expect = [&](const frame_spec &f, int want, const char *what) {
+		check(xdp_verdict(prog, f) == want, what);
+		verdicts++;
+	};
 	bpf_devmap_val val{};
 	val.ifindex = 1;	// lo: any device will do for a test run
-	check(bpf_map_update_elem(bpf_map__fd(skel->maps.netblk_ports), &key, &val, BPF_ANY) == 0,
-	      "port map update");
+	for (uint32_t key : {7000u, 7001u, 7002u})
+		check(bpf_map_update_elem(ports_fd, &key, &val, BPF_ANY) == 0, "port map update");
+	check(steer(steer_fd, 7000, 0, 0) == 0, "steer map update");
 
 	frame_spec s;
-	check(xdp_verdict(prog, s) == XDP_REDIRECT, "served port redirected");
+	expect(s, XDP_REDIRECT, "served port redirected");
+	s.daddr = 0x0a000210;
+	expect(s, XDP_PASS, "the port on another local address passes");
+	s = {};
+	s.port = 7003;
+	expect(s, XDP_PASS, "other port passes");
 	s.port = 7001;
-	check(xdp_verdict(prog, s) == XDP_PASS, "other port passes");
+	expect(s, XDP_PASS, "a port with a devmap entry but no steer entry passes");
 	s = {};
 	s.ihl = 7;
-	check(xdp_verdict(prog, s) == XDP_REDIRECT, "IP options skipped");
+	expect(s, XDP_REDIRECT, "IP options skipped");
 	s = {};
 	s.frag_off = 0x2000;	// MF, offset 0: the first fragment has the UDP header
-	check(xdp_verdict(prog, s) == XDP_REDIRECT, "first fragment redirected");
+	expect(s, XDP_REDIRECT, "first fragment redirected");
 	s.frag_off = 0x0010;
-	check(xdp_verdict(prog, s) == XDP_PASS, "later fragment passes");
+	expect(s, XDP_PASS, "later fragment passes");
 	s = {};
 	s.proto = 6;
-	check(xdp_verdict(prog, s) == XDP_PASS, "TCP passes");
+	expect(s, XDP_PASS, "TCP passes");
 	s = {};
 	s.ethertype = 0x86dd;
-	check(xdp_verdict(prog, s) == XDP_PASS, "not IPv4 passes");
+	expect(s, XDP_PASS, "not IPv4 passes");
 	s = {};
 	s.ihl = 4;
-	check(xdp_verdict(prog, s) == XDP_PASS, "ihl < 5 passes");
+	expect(s, XDP_PASS, "ihl < 5 passes");
 	s = {};
 	s.cut = 16 + 5;		// 3 bytes of the UDP header
-	check(xdp_verdict(prog, s) == XDP_PASS, "truncated UDP header passes");
+	expect(s, XDP_PASS, "truncated UDP header passes");
 	s.cut = 16;		// exactly the UDP header
-	check(xdp_verdict(prog, s) == XDP_REDIRECT, "bare UDP header redirected");
+	expect(s, XDP_REDIRECT, "bare UDP header redirected");
+
+	/* VLANs: an untagged instance takes no tagged frame, a tagged one its own only */
+	s = {};
+	s.vlan = 5;
+	expect(s, XDP_PASS, "tagged frame for an untagged instance passes");
+	check(steer(steer_fd, 7002, 5, 0) == 0, "steer map update, vlan");
+	s.port = 7002;
+	expect(s, XDP_REDIRECT, "the instance's VLAN redirected");
+	s.vlan = 6;
+	expect(s, XDP_PASS, "another VLAN passes");
+	s.vlan = 0;
+	expect(s, XDP_PASS, "untagged for a tagged instance passes");
+
+	/* the allowlist: 10.0.2.0/24 and 192.168.7.7 on port 7000 */
+	check(steer(steer_fd, 7000, 0, NETBLK_STEER_ALLOWLIST) == 0, "steer map update, allowlist");
+	int allow_fd = bpf_map__fd(skel->maps.netblk_allow);
+	for (auto [addr, len] : {std::pair<uint32_t, uint32_t>{0x0a000200, 24}, {0xc0a80707, 32}}) {
+		netblk_allow_key k{};
+		k.prefixlen = 32 + len;
+		k.port = htons(7000);
+		k.src = htonl(addr);
+		uint8_t one = 1;
+		check(bpf_map_update_elem(allow_fd, &k, &one, BPF_ANY) == 0, "allow map update");
+	}
+	s = {};
+	expect(s, XDP_REDIRECT, "a source in an allowed prefix redirected");
+	s.saddr = 0xc0a80707;
+	expect(s, XDP_REDIRECT, "an allowed host redirected");
+	s.saddr = 0xc0a80708;
+	expect(s, XDP_DROP, "another source dropped");
+	s.saddr = 0x0a000302;
+	expect(s, XDP_DROP, "the next /24 dropped");
+	s.port = 7002;
+	s.vlan = 5;
+	expect(s, XDP_REDIRECT, "another instance's allowlist is its own");
+	check(not_allowed(steer_fd, 7000) == 2, "the drops counted, per instance");
 	netblk_bpf__destroy(skel);
-	printf("  XDP program verified and run on 10 frames\n");
+	printf("  XDP program verified and run on %d frames\n", verdicts);
 }
 
 } // namespace
