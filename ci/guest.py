@@ -48,6 +48,12 @@ Logs: build/guest/console-<name>.log (serial console, kernel loglevel 5:
   warnings, oopses and /init's lines), qemu-<name>.log (QEMU's command line
   and messages).  Boot timeout: NETBLK_BOOT_TIMEOUT (s, default 60).
 
+Kernel checks (checks=True, what the tests use): the kernel boots with
+  CHECKS_CMDLINE -- SLUB debugging (red zones, poisoning, sanity checks),
+  KFENCE sampling every 10 ms, memory zeroed on free, and a panic on any WARN
+  or soft lockup -- and kernel_trouble() finds what the kernel reported.  The
+  benchmark and the demo boot without them: they cost CPU.
+
 CLI:  ci/guest.py build                      build initramfs and disk images
       ci/guest.py run [-f G|H:G]... 'CMD'    boot, run CMD, print, shut down
 """
@@ -92,6 +98,24 @@ SERIALS = ("NETBLK0", "NETBLK1")
 MODULES = ["virtio_net", "null_blk", "loop", "dm_mod"]
 GUEST_IP = "10.0.2.15"
 BOOT_TIMEOUT = float(os.environ.get("NETBLK_BOOT_TIMEOUT", "60"))
+CHECKS_CMDLINE = ("slub_debug=FZPU kfence.sample_interval=10 init_on_free=1 panic_on_warn=1 "
+                  "softlockup_panic=1")
+
+# What the kernel says when something is wrong: WARN and BUG, oopses, KFENCE,
+# SLUB's debug reports, KASAN, lockdep, kmemleak, RCU and atomic-sleep checks,
+# hung and locked-up tasks -- and netblk's own leak report.
+KERNEL_TROUBLE = re.compile(
+    r"WARNING:|\bBUG[: ]|Oops|Call Trace|general protection|Kernel panic|refcount_t|"
+    r"KFENCE:|KASAN:|Poison overwritten|Redzone|Object padding|Freepointer corrupt|"
+    r"possible circular locking|inconsistent lock state|possible recursive locking|"
+    r"suspicious RCU usage|sleeping function called from invalid context|"
+    r"unreferenced object|soft lockup|hard LOCKUP|hung_task|blocked for more|"
+    r"list_(add|del) corruption|stopped holding")
+
+
+def kernel_trouble(text: str) -> list[str]:
+    """The lines of a kernel log that report a bug."""
+    return [l for l in text.splitlines() if KERNEL_TROUBLE.search(l)]
 MARKER = re.compile(rb"\n@@NBA-END (\S+) (-?\d+)@@\n")
 
 
@@ -308,7 +332,7 @@ class Guest:
     def __init__(self, name: str = "bench", forwards=(), *, extra_files=None, extra_programs=None,
                  modules=None, memory: int = 1024, smp: int = 2, nic_mtu: int | None = None,
                  boot_timeout: float = BOOT_TIMEOUT, require_project: bool = False,
-                 qemu_args=(), cmdline: str = "", keep_disks: bool = False):
+                 qemu_args=(), cmdline: str = "", keep_disks: bool = False, checks: bool = True):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"bad guest name {name!r}")
         self.name = name
@@ -324,7 +348,8 @@ class Guest:
         self.memory, self.smp, self.nic_mtu = memory, smp, nic_mtu
         self.boot_timeout = boot_timeout
         self.require_project = require_project
-        self.qemu_args, self.cmdline = list(qemu_args), cmdline
+        self.qemu_args = list(qemu_args)
+        self.cmdline = (CHECKS_CMDLINE + " " + cmdline).strip() if checks else cmdline
         self.keep_disks = keep_disks
         self.disks = (BUILD / f"{name}.nvme0.img", BUILD / f"{name}.nvme1.img")
         self.console_log = BUILD / f"console-{name}.log"

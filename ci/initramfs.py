@@ -13,7 +13,7 @@ Contents:
                                             their dependencies, decompressed,
                                             plus modules.dep from `depmod -b`
   /lib/modules/$REL/extra/netblk.ko         if given
-  /usr/bin/nbudp                            static UDP helper (ci/guest-files/nbudp.c)
+  /usr/bin/nbudp, /usr/bin/nbraw             static UDP and raw-frame helpers (ci/guest-files/*.c)
   any extra files; dynamic ELF programs bring their `ldd` closure and loader.
 """
 
@@ -183,7 +183,6 @@ def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
     if ldd_closure(busybox):
         raise RuntimeError(f"{busybox} is dynamic: install busybox-static")
 
-    nbudp_src = GUEST_FILES / "nbudp.c"
     env_text = "".join(f"{k}='{v}'\n" for k, v in sorted((env or {}).items()))
 
     mods = module_closure(moddir, modules, [netblk_ko] if netblk_ko else [])
@@ -235,10 +234,11 @@ def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
         put("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n")
         put("/etc/group", b"root:x:0:\nnogroup:x:65534:\n")
 
-        # static UDP helper
-        nbudp = st / "usr/bin/nbudp"
+        # the static helpers: nbudp (UDP), nbraw (raw Ethernet frames)
         cc = os.environ.get("CC", "cc")
-        subprocess.run([cc, "-static", "-Os", "-Wall", "-o", str(nbudp), str(nbudp_src)], check=True)
+        for src in sorted(GUEST_FILES.glob("*.c")):
+            subprocess.run([cc, "-static", "-Os", "-Wall", "-Werror", "-o",
+                            str(st / "usr/bin" / src.stem), str(src)], check=True)
 
         # kernel modules
         gmod = st / "lib/modules" / release

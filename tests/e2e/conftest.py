@@ -12,6 +12,12 @@ GUEST_OPTIONS = {...} (more Guest() keyword arguments).
 On a failure the report gets the tail of the guest's console and of dmesg.
 The module and netblkctl must be built (`make bench-module netblkctl`, which
 `make e2e` does); a missing one fails the tests rather than skipping them.
+
+The guests boot with the kernel's own checks on (ci/guest.py
+CHECKS_CMDLINE: SLUB debugging, KFENCE, panic on WARN), and every test fails
+if the kernel reported a bug meanwhile (ci/guest.py kernel_trouble: in dmesg
+after the test, and in the whole console log when the guest shuts down) or
+if a stopped instance left slots or frames behind.
 """
 
 from __future__ import annotations
@@ -24,7 +30,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 
-from guest import Guest, GuestError, NETBLK_KO, NETBLKCTL  # noqa: E402
+from guest import Guest, GuestError, NETBLK_KO, NETBLKCTL, kernel_trouble  # noqa: E402
+from nbtest import leaked  # noqa: E402
 
 
 def pytest_configure(config):
@@ -48,6 +55,25 @@ def guest(request):
     request.node._netblk_guest = g
     yield g
     g.shutdown()
+    # what the kernel said on its console, panics on WARN included
+    trouble = kernel_trouble(g.console_log.read_text(errors="replace"))
+    assert not trouble, (f"the guest kernel reported trouble ({g.console_log}):\n" +
+                         "\n".join(trouble[:40]))
+
+
+@pytest.fixture(autouse=True)
+def kernel_clean(guest):
+    """After each test (and after the netblk fixture stopped every instance):
+    no new kernel report, nothing leaked."""
+    before = len(guest.dmesg().splitlines())
+    yield
+    if not guest.alive() or guest.broken:
+        return
+    new = guest.dmesg().splitlines()[before:]
+    assert not kernel_trouble("\n".join(new)), \
+        "the kernel complained during the test:\n" + "\n".join(new[-60:])
+    if guest.run("grep -q '^netblk ' /proc/modules")[0] == 0:
+        assert leaked(guest) == {"leaked_slots": 0, "leaked_frames": 0}
 
 
 def _reset(g: Guest) -> None:

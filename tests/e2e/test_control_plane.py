@@ -12,31 +12,9 @@ import shlex
 
 import pytest
 
+from nbtest import ctl, instances, refused, start  # noqa: F401
+
 P1, P2, DISK, DISK4K = "/dev/nvme0n1p1", "/dev/nvme0n1p2", "/dev/nvme0n1", "/dev/nvme1n1"
-
-
-def ctl(g, *args, timeout=60):
-    """netblkctl ARGS in the guest: (exit status, stdout, stderr)."""
-    cmd = " ".join(shlex.quote(str(a)) for a in args)
-    rc, out = g.run(f"netblkctl {cmd} >/tmp/ctl.out 2>/tmp/ctl.err; rc=$?; "
-                    f"cat /tmp/ctl.out; echo @@STDERR@@; cat /tmp/ctl.err; exit $rc", timeout)
-    stdout, _, stderr = out.partition("@@STDERR@@\n")
-    return rc, stdout, stderr
-
-
-def start(g, dev, port, *opts):
-    rc, out, err = ctl(g, "start", dev, port, *opts)
-    assert rc == 0, f"netblkctl start {dev} {port} {' '.join(opts)}: exit {rc}\n{out}{err}"
-    assert err == "", f"start wrote on stderr: {err!r}"
-    return out
-
-
-def instances(g):
-    rc, out, err = ctl(g, "list", "--json")
-    assert rc == 0, f"netblkctl list --json: exit {rc}\n{out}{err}"
-    data = json.loads(out)
-    assert isinstance(data, list), out
-    return {e["port"]: e for e in data}
 
 
 def kthreads(g):
@@ -54,16 +32,6 @@ def worker_of(g, port):
     pids = [pid for pid, name in kthread_pids(g) if re.search(rf"\b{port}\b", name)]
     assert len(pids) == 1, kthread_pids(g)
     return pids[0]
-
-
-def refused(g, pattern, *args):
-    """netblkctl ARGS must fail with a message (matching pattern) on stderr."""
-    rc, out, err = ctl(g, *args)
-    assert rc != 0, f"netblkctl {' '.join(map(str, args))} succeeded: {out}"
-    msg = err.strip()
-    assert msg, f"netblkctl {' '.join(map(str, args))}: exit {rc} and no message"
-    assert re.search(pattern, msg, re.I), f"message {msg!r} does not match {pattern!r}"
-    return rc, msg
 
 
 # --------------------------------------------------------------------------

@@ -31,6 +31,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client"))
 
+from guest import kernel_trouble  # noqa: E402
+from nbtest import host_elf, leaked  # noqa: E402
 from netblk import (  # noqa: E402
     FLAG_FUA, HEADER, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_VOLATILE_CACHE, MAGIC,
     OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_WRITE, Client, NetblkError, NetblkTimeout,
@@ -47,25 +49,9 @@ MAX_READ = 16384
 SLOTS = 256
 
 
-def _host_elf(*names: str) -> Path | None:
-    """A host ELF program (not a script or busybox link) to copy into the guest."""
-    for name in names:
-        p = shutil.which(name)
-        if not p:
-            continue
-        p = Path(p).resolve()
-        try:
-            with open(p, "rb") as f:
-                if f.read(4) == b"\x7fELF" and "busybox" not in p.name:
-                    return p
-        except OSError:
-            continue
-    return None
-
-
 # busybox ip does not show a link's XDP program; iproute2's ip ("prog/xdp")
 # and bpftool (a build dependency) do.
-_IP_FULL, _BPFTOOL = _host_elf("ip"), _host_elf("bpftool")
+_IP_FULL, _BPFTOOL = host_elf("ip"), host_elf("bpftool")
 _PROGRAMS = {}
 if _IP_FULL:
     _PROGRAMS["/usr/sbin/ip-full"] = _IP_FULL
@@ -73,8 +59,6 @@ if _BPFTOOL:
     _PROGRAMS["/usr/sbin/bpftool"] = _BPFTOOL
 GUEST_OPTIONS = {"extra_programs": _PROGRAMS} if _PROGRAMS else {}
 
-KERNEL_TROUBLE = re.compile(r"WARNING|BUG|Oops|Call Trace|general protection|refcount_t|"
-                            r"stopped holding|hung_task|blocked for more|list_(add|del) corruption")
 
 
 # --------------------------------------------------------------------------
@@ -221,30 +205,8 @@ def wait_xdp_gone(g, seconds=2.0):
         time.sleep(0.2)
 
 
-def leaked(g):
-    out = g.check("cat /sys/module/netblk/parameters/leaked_slots "
-                  "/sys/module/netblk/parameters/leaked_frames")
-    slots, frames = (int(x) for x in out.split())
-    return {"leaked_slots": slots, "leaked_frames": frames}
-
-
 def dmesg_lines(g):
     return g.check("dmesg").splitlines()
-
-
-@pytest.fixture(autouse=True)
-def kernel_clean(guest):
-    """After each test (and after the netblk fixture stopped every instance):
-    no new kernel warning, nothing leaked."""
-    before = len(dmesg_lines(guest))
-    yield
-    if not guest.alive() or guest.broken:
-        return
-    new = dmesg_lines(guest)[before:]
-    bad = [l for l in new if KERNEL_TROUBLE.search(l)]
-    assert not bad, "the kernel complained during the test:\n" + "\n".join(new[-60:])
-    if guest.run("grep -q '^netblk ' /proc/modules")[0] == 0:
-        assert leaked(guest) == {"leaked_slots": 0, "leaked_frames": 0}
 
 
 class Hammer(threading.Thread):
@@ -785,8 +747,7 @@ def test_rmmod_under_load(netblk):
         for h in hammers:
             h.halt.set()
     new = dmesg_lines(g)[lines0:]
-    bad = [l for l in new if KERNEL_TROUBLE.search(l)]
-    assert not bad, "rmmod under load:\n" + "\n".join(new[-60:])
+    assert not kernel_trouble("\n".join(new)), "rmmod under load:\n" + "\n".join(new[-60:])
     assert g.run("grep -q '^netblk ' /proc/modules")[0] != 0, "netblk still loaded"
     assert kthreads(g) == []
     assert not [d for d in net_devices(g) if d.startswith("netblk")], net_devices(g)

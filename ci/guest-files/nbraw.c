@@ -1,0 +1,122 @@
+/*
+ * nbraw: the test guest's raw Ethernet helper, for frames no socket would
+ * send (forged sources, VLAN tags, bad checksums).
+ *
+ *   nbraw IFACE [-w MS] [HEX...]
+ *
+ * Sends each HEX (a whole Ethernet frame, in hex) on IFACE through a packet
+ * socket, then prints every frame IFACE receives -- not those it sends -- for
+ * MS milliseconds (default 500) after the last one sent, one line of hex
+ * each, and exits 0.  Exits 1 with the errno when the socket cannot be had.
+ *
+ * Built statically by ci/initramfs.py and installed as /usr/bin/nbraw.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static int usage(void)
+{
+	fprintf(stderr, "usage: nbraw IFACE [-w MS] [HEX...]\n");
+	return 2;
+}
+
+static long now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static int unhex(const char *hex, unsigned char *out, size_t max)
+{
+	size_t n = strlen(hex), i;
+
+	if (n % 2 || n / 2 > max)
+		return -1;
+	for (i = 0; i < n / 2; i++) {
+		unsigned int b;
+
+		if (sscanf(hex + 2 * i, "%2x", &b) != 1)
+			return -1;
+		out[i] = (unsigned char)b;
+	}
+	return (int)(n / 2);
+}
+
+int main(int argc, char **argv)
+{
+	static unsigned char buf[65536];
+	struct sockaddr_ll sll;
+	long wait_ms = 500, end;
+	int fd, i = 2, ifindex;
+
+	if (argc < 2)
+		return usage();
+	ifindex = (int)if_nametoindex(argv[1]);
+	if (!ifindex) {
+		fprintf(stderr, "nbraw: no interface %s\n", argv[1]);
+		return 1;
+	}
+	if (argc > 3 && !strcmp(argv[2], "-w")) {
+		wait_ms = atol(argv[3]);
+		i = 4;
+	}
+	fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
+	if (fd < 0) {
+		perror("nbraw: socket");
+		return 1;
+	}
+	memset(&sll, 0, sizeof(sll));
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = htons(ETH_P_ALL);
+	sll.sll_ifindex = ifindex;
+	/* bound before sending: no reply comes before we listen */
+	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		perror("nbraw: bind");
+		return 1;
+	}
+	for (; i < argc; i++) {
+		int n = unhex(argv[i], buf, sizeof(buf));
+
+		if (n < 14) {
+			fprintf(stderr, "nbraw: bad frame %s\n", argv[i]);
+			return 2;
+		}
+		if (send(fd, buf, (size_t)n, 0) < 0) {
+			perror("nbraw: send");
+			return 1;
+		}
+	}
+	end = now_ms() + wait_ms;
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		long left = end - now_ms();
+		struct sockaddr_ll from;
+		socklen_t fl = sizeof(from);
+		ssize_t n, k;
+
+		if (left <= 0)
+			break;
+		if (poll(&p, 1, (int)left) <= 0)
+			continue;
+		n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
+		if (n < 0 || from.sll_pkttype == PACKET_OUTGOING)
+			continue;
+		for (k = 0; k < n; k++)
+			printf("%02x", buf[k]);
+		putchar('\n');
+		fflush(stdout);
+	}
+	return 0;
+}
