@@ -8,6 +8,8 @@
  * socket, then prints every frame IFACE receives -- not those it sends -- for
  * MS milliseconds (default 500) after the last one sent, one line of hex
  * each, and exits 0.  Exits 1 with the errno when the socket cannot be had.
+ * A received frame's VLAN tag, which the stack moves out of the frame before
+ * a packet socket sees it, is put back where it was (as tcpdump does).
  *
  * Built statically by ci/initramfs.py and installed as /usr/bin/nbraw.
  */
@@ -54,12 +56,54 @@ static int unhex(const char *hex, unsigned char *out, size_t max)
 	return (int)(n / 2);
 }
 
+/* One received frame in hex, its VLAN tag (from the aux data) in place. */
+static void print_frame(int fd, unsigned char *buf, size_t size)
+{
+	union {
+		struct cmsghdr h;
+		char space[CMSG_SPACE(sizeof(struct tpacket_auxdata))];
+	} ctl;
+	struct sockaddr_ll from;
+	struct iovec iov = { .iov_base = buf, .iov_len = size };
+	struct msghdr msg = {
+		.msg_name = &from, .msg_namelen = sizeof(from),
+		.msg_iov = &iov, .msg_iovlen = 1,
+		.msg_control = &ctl, .msg_controllen = sizeof(ctl),
+	};
+	struct cmsghdr *c;
+	ssize_t n = recvmsg(fd, &msg, 0), k;
+
+	if (n < 12 || from.sll_pkttype == PACKET_OUTGOING)
+		return;
+	for (c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		struct tpacket_auxdata *aux = (void *)CMSG_DATA(c);
+
+		if (c->cmsg_level != SOL_PACKET || c->cmsg_type != PACKET_AUXDATA ||
+		    !(aux->tp_status & TP_STATUS_VLAN_VALID) || (size_t)n + 4 > size)
+			continue;
+		memmove(buf + 16, buf + 12, (size_t)n - 12);
+		buf[12] = 0x81;
+		buf[13] = 0x00;
+		if (aux->tp_status & TP_STATUS_VLAN_TPID_VALID) {
+			buf[12] = aux->tp_vlan_tpid >> 8;
+			buf[13] = aux->tp_vlan_tpid & 0xff;
+		}
+		buf[14] = aux->tp_vlan_tci >> 8;
+		buf[15] = aux->tp_vlan_tci & 0xff;
+		n += 4;
+	}
+	for (k = 0; k < n; k++)
+		printf("%02x", buf[k]);
+	putchar('\n');
+	fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
 	static unsigned char buf[65536];
 	struct sockaddr_ll sll;
 	long wait_ms = 500, end;
-	int fd, i = 2, ifindex;
+	int fd, i = 2, ifindex, one = 1;
 
 	if (argc < 2)
 		return usage();
@@ -82,7 +126,8 @@ int main(int argc, char **argv)
 	sll.sll_protocol = htons(ETH_P_ALL);
 	sll.sll_ifindex = ifindex;
 	/* bound before sending: no reply comes before we listen */
-	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_AUXDATA, &one, sizeof(one)) < 0) {
 		perror("nbraw: bind");
 		return 1;
 	}
@@ -102,21 +147,11 @@ int main(int argc, char **argv)
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };
 		long left = end - now_ms();
-		struct sockaddr_ll from;
-		socklen_t fl = sizeof(from);
-		ssize_t n, k;
 
 		if (left <= 0)
 			break;
-		if (poll(&p, 1, (int)left) <= 0)
-			continue;
-		n = recvfrom(fd, buf, sizeof(buf), 0, (struct sockaddr *)&from, &fl);
-		if (n < 0 || from.sll_pkttype == PACKET_OUTGOING)
-			continue;
-		for (k = 0; k < n; k++)
-			printf("%02x", buf[k]);
-		putchar('\n');
-		fflush(stdout);
+		if (poll(&p, 1, (int)left) > 0)
+			print_frame(fd, buf, sizeof(buf));
 	}
 	return 0;
 }

@@ -60,6 +60,7 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 	struct net_device *nic = inst->nic, *adev = inst->addr_dev;
 	struct block_device *bdev = file_bdev(inst->bdev_file);
 	u32 mtu = READ_ONCE(adev->mtu);
+	const char *feature;
 
 	if (nic->reg_state != NETREG_REGISTERED || adev->reg_state != NETREG_REGISTERED) {
 		snprintf(msg, size, "%s is going away", adev->name);
@@ -82,9 +83,10 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 		netblk_xmit_failure_msg(inst, msg, size);
 		return NETBLK_REASON_NIC_XMIT;
 	}
-	if (netblk_nic_hides_vlans(nic)) {
-		snprintf(msg, size, "%s strips VLAN tags before XDP now: ethtool -K %s rxvlan off",
-			 nic->name, nic->name);
+	feature = netblk_nic_hides_vlans(nic);
+	if (feature) {
+		snprintf(msg, size, "%s strips VLAN tags from XDP now: ethtool -K %s %s off",
+			 nic->name, nic->name, feature);
 		return NETBLK_REASON_NIC_VLAN;
 	}
 	if (!(inst->handoff->flags & IFF_UP)) {

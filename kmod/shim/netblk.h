@@ -147,7 +147,7 @@ void netblk_nic_put(struct netblk_instance *inst);
 bool netblk_nic_has_addr(struct net_device *dev, __be32 addr);
 int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_ext_ack *extack);
 void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
-bool netblk_nic_hides_vlans(struct net_device *nic);
+const char *netblk_nic_hides_vlans(struct net_device *nic);
 void netblk_nic_refresh_link(struct netblk_instance *inst);
 
 /* handoff.c */

@@ -144,24 +144,29 @@ int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_e
 
 /*
  * Whether the NIC may hand XDP a frame from a VLAN with its tag already
- * stripped (rx-vlan-offload): XDP then cannot tell it from an untagged one.
- * With VLAN filtering on and no VLAN device on it, the NIC takes untagged
- * frames only (and priority-tagged ones, VLAN 0), so nothing is hidden.  A NIC
- * in promiscuous mode may take any VLAN's frames regardless: README.md.
+ * stripped (rx-vlan-offload, or the 802.1ad one): XDP then cannot tell it
+ * from an untagged one.  With the matching VLAN filter on and no VLAN device
+ * on the NIC, it takes untagged frames only (and priority-tagged ones, VLAN
+ * 0), so nothing is hidden.  A NIC in promiscuous mode may take any VLAN's
+ * frames regardless: README.md.  The ethtool feature to turn off, or NULL.
  */
-bool netblk_nic_hides_vlans(struct net_device *nic)
+const char *netblk_nic_hides_vlans(struct net_device *nic)
 {
 	netdev_features_t features = READ_ONCE(nic->features);
-	bool hides;
+	bool vlans;
 
 	if (!(features & (NETIF_F_HW_VLAN_CTAG_RX | NETIF_F_HW_VLAN_STAG_RX)))
-		return false;
-	if ((features & NETIF_F_HW_VLAN_STAG_RX) || !(features & NETIF_F_HW_VLAN_CTAG_FILTER))
-		return true;
+		return NULL;
 	rtnl_lock();
-	hides = vlan_uses_dev(nic);
+	vlans = vlan_uses_dev(nic);
 	rtnl_unlock();
-	return hides;
+	if ((features & NETIF_F_HW_VLAN_CTAG_RX) &&
+	    (vlans || !(features & NETIF_F_HW_VLAN_CTAG_FILTER)))
+		return "rxvlan";
+	if ((features & NETIF_F_HW_VLAN_STAG_RX) &&
+	    (vlans || !(features & NETIF_F_HW_VLAN_STAG_FILTER)))
+		return "rx-vlan-stag-hw-parse";
+	return NULL;
 }
 
 /* vlan=N, or dev= naming a VLAN device: the NIC under it, and its VLAN device. */
@@ -200,7 +205,7 @@ static int netblk_nic_vlan(struct netblk_instance *inst, u16 vlan, struct netlin
 		netdev_hold(vdev, &inst->addr_dev_tracker, GFP_ATOMIC);
 	rcu_read_unlock();
 	if (!vdev) {
-		NL_SET_ERR_MSG_FMT(extack, "%s has no VLAN %u device to take the address from: add one (ip link add link %s type vlan id %u)",
+		NL_SET_ERR_MSG_FMT(extack, "%s has no VLAN %u device: ip link add link %s type vlan id %u",
 				   nic->name, vlan, nic->name, vlan);
 		return -ENODEV;
 	}
@@ -214,6 +219,7 @@ static int netblk_nic_check(struct netblk_instance *inst, const struct netblk_st
 {
 	struct net_device *nic = inst->nic, *adev = inst->addr_dev;
 	u32 nic_mtu = READ_ONCE(adev->mtu);
+	const char *feature;
 
 	if (!(adev->flags & IFF_UP) || !netif_running(adev) || !netif_running(nic)) {
 		NL_SET_ERR_MSG_FMT(extack, "%s is down: bring it up (ip link set %s up) first",
@@ -226,9 +232,10 @@ static int netblk_nic_check(struct netblk_instance *inst, const struct netblk_st
 				   adev->name);
 		return -EADDRNOTAVAIL;
 	}
-	if (netblk_nic_hides_vlans(nic)) {
-		NL_SET_ERR_MSG_FMT(extack, "%s strips VLAN tags before XDP, which then cannot tell VLANs apart: ethtool -K %s rxvlan off",
-				   nic->name, nic->name);
+	feature = netblk_nic_hides_vlans(nic);
+	if (feature) {
+		NL_SET_ERR_MSG_FMT(extack, "%s strips VLAN tags from XDP: ethtool -K %s %s off",
+				   nic->name, nic->name, feature);
 		return -EOPNOTSUPP;
 	}
 	inst->mtu = p->has_mtu ? p->mtu : nic_mtu;

@@ -66,3 +66,19 @@ def test_polled_instance_stops_under_load(netblk):
             t.join(timeout=30)
     assert "netblk" not in g.check("cat /proc/modules")
     g.check("modprobe netblk")
+
+
+def test_flush_as_the_last_request_is_answered_and_stop_is_prompt(netblk):
+    """A data-less FLUSH goes through blk-flush's own request, which polling
+    the FLUSH's bio never reaps: it must not be marked polled, or it is never
+    answered and stop waits for it forever."""
+    g = netblk
+    g.check(f"netblkctl start {P1} 7000 poll=1000")
+    c = nbc.Client("127.0.0.1", g.host_port(7000), timeout=0.5, tries=10)
+    c.write(1 << 20, os.urandom(4096), window=4)
+    c.flush()
+    s = {e["port"]: e for e in __import__("json").loads(g.check("netblkctl list --json"))}[7000]
+    assert s["stats"]["flushes"] == 1 and s["stats"]["inflight_disk"] == 0, s["stats"]
+    rc, out = g.run("netblkctl stop 7000 2>&1", timeout=60)
+    assert rc == 0 and "stopped serving on port 7000" in out, out
+    g.check("rmmod netblk && modprobe netblk", timeout=60)

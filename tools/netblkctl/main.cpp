@@ -14,7 +14,11 @@
 #include <poll.h>
 #include <string>
 #include <string_view>
+#include <linux/if_vlan.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
 
@@ -219,6 +223,24 @@ void stop_after_failure(netblk_client &client, uint16_t port)
 			st.text().c_str());
 }
 
+// The device under a VLAN device (dev=eth0.5 serves VLAN 5 of eth0): where
+// the XDP program goes.  `ifname` itself when it is no VLAN device.
+std::string vlan_real_device(const std::string &ifname)
+{
+	vlan_ioctl_args req{};
+	req.cmd = GET_VLAN_REALDEV_NAME_CMD;
+	if (ifname.size() >= sizeof(req.device1))
+		return ifname;
+	memcpy(req.device1, ifname.c_str(), ifname.size() + 1);
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return ifname;
+	bool is_vlan = ioctl(fd, SIOCGIFVLAN, &req) == 0;
+	close(fd);
+	return is_vlan ? std::string(req.u.device2, strnlen(req.u.device2, sizeof(req.u.device2)))
+		       : ifname;
+}
+
 // dev=IFACE, or the default route's NIC; false (with the message printed)
 // when there is none.
 bool resolve_nic(netblk_start_args &args)
@@ -287,10 +309,11 @@ int cmd_start(const std::vector<std::string_view> &argv)
 	// its fds at return, so a link the module did not take detaches.
 	xdp_quiet_libbpf();
 	nic_xdp xdp;
-	unsigned ifindex = if_nametoindex(args.ifname->c_str());
+	std::string xdp_nic = vlan_real_device(*args.ifname);
+	unsigned ifindex = if_nametoindex(xdp_nic.c_str());
 	bool privileged = may_admin_net();
 	if (ifindex && privileged) {
-		if (std::string err = xdp.prepare(*args.ifname, ifindex); !err.empty()) {
+		if (std::string err = xdp.prepare(xdp_nic, ifindex); !err.empty()) {
 			fprintf(stderr, "netblkctl: %s\n", err.c_str());
 			return exit_failed;
 		}
