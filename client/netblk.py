@@ -87,6 +87,7 @@ STATUS_TEXT = {
 }
 
 RECV_BUFFER = 65536
+SO_NO_CHECK = getattr(socket, "SO_NO_CHECK", 11)  # Linux: send UDP checksum 0
 SOCKET_BUFFER = 8 << 20  # a window of 256 x 9 KB replies fits with room to spare
 
 
@@ -277,9 +278,13 @@ class Client:
     EAGAIN (busy) answers are resent after a short randomised back-off; they do
     not use up `tries`, but a request still busy after `busy_tries` (10 x tries)
     answers fails too.
+    checksum: False sends datagrams with UDP checksum 0 (SO_NO_CHECK), which
+    spares the server reading a write's data to verify it: for a link that
+    protects the data itself (each hop's Ethernet CRC) and is trusted.
     """
 
-    def __init__(self, host: str, port: int, timeout: float = 0.25, tries: int = 20):
+    def __init__(self, host: str, port: int, timeout: float = 0.25, tries: int = 20,
+                 checksum: bool = True):
         if timeout <= 0:
             raise ValueError("timeout must be > 0")
         if tries < 1:
@@ -299,6 +304,9 @@ class Client:
             raise OSError(f"cannot resolve {host}")
         self.address = infos[0][4]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.checksum = checksum
+        if not checksum:
+            self.sock.setsockopt(socket.SOL_SOCKET, SO_NO_CHECK, 1)
         # A window of answers arrives in a burst: room for all of it.  The
         # FORCE options pass net.core.rmem_max where we may (CAP_NET_ADMIN).
         for force, plain in ((getattr(socket, "SO_RCVBUFFORCE", None), socket.SO_RCVBUF),
@@ -891,7 +899,7 @@ def _positive_float(text: str) -> float:
     return v
 
 
-COMMON_DEFAULTS = {"timeout": 0.25, "tries": 20, "window": 64, "json": False}
+COMMON_DEFAULTS = {"timeout": 0.25, "tries": 20, "window": 64, "json": False, "checksum": True}
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
@@ -904,6 +912,10 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
                         help="requests in flight at once, capped by the instance's slots (64)")
     parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="machine-readable output (info, bench)")
+    parser.add_argument("--no-checksum", dest="checksum", action="store_false",
+                        default=argparse.SUPPRESS,
+                        help="send UDP checksum 0: the server then need not read a write's "
+                             "data to verify it (a trusted link whose frames carry a CRC)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -1088,7 +1100,7 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(a, k):
             setattr(a, k, v)
     try:
-        with Client(a.host, a.port, timeout=a.timeout, tries=a.tries) as c:
+        with Client(a.host, a.port, timeout=a.timeout, tries=a.tries, checksum=a.checksum) as c:
             if a.command == "info":
                 info = c.info()
                 print(json.dumps(info.to_dict()) if a.json else _info_text(info, c.where))
