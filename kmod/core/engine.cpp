@@ -145,6 +145,7 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.status = status_ok;
 	s.tries = 0;
 	s.copy = false;
+	s.lent = false;
 }
 
 /*
@@ -392,6 +393,10 @@ void engine::release(u32 index)
 		s.frame = nullptr;
 		add_once(worker_.frames_released, 1);
 	}
+	if (s.lent) {
+		s.lent = false;
+		netblk_shim_reply_done(shim_, index);
+	}
 	add_once(worker_.replied, 1);
 	free_slots_.push(index);
 }
@@ -445,6 +450,7 @@ bool engine::finish_io(u32 index, u64 now_ns)
 			drop_reply(index);
 			return false;
 		}
+		s.lent = true;
 	}
 	header reply = s.request;
 	reply.op = (u8)(s.request.op | op_reply_bit);

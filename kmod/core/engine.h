@@ -43,6 +43,7 @@ struct slot_fields {
 	u16 status;		/* the disk's answer */
 	u8 tries;		/* times the disk answered it "again" */
 	bool copy;		/* WRITE payload the disk cannot take in place */
+	bool lent;		/* its reply is in a buffer the shim lent it */
 };
 
 struct slot : slot_fields {

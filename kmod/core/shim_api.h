@@ -48,10 +48,13 @@ uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot);
 
 /*
  * A buffer for a reply of headers alone (EAGAIN) when the slot's own buffer
- * cannot be had: the first byte of a frame with room for its headers, or NULL
- * when none is free either.  Worker context.
+ * cannot be had: the first byte of a frame with room for its headers, lent to
+ * the slot until netblk_shim_reply_done(), or NULL when none is free either.
+ * Worker context.
  */
 uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot);
+/* The reply in the slot's lent buffer went to the NIC, or was dropped. */
+void netblk_shim_reply_done(struct netblk_instance *inst, uint32_t slot);
 
 /* A reply ready to go: a received frame rewritten in place, or a buffer of the shim's. */
 struct netblk_tx {

@@ -109,6 +109,8 @@ struct netblk_instance {
 	u32 frame_headroom;		/* page start to the frame's first byte */
 	u32 dma_align_mask;
 	struct page *spare[NETBLK_SPARE_PAGES];	/* for EAGAIN replies when a slot has no page */
+	unsigned long spare_lent;	/* worker only: spares a slot's reply is in */
+	s8 *spare_of;			/* worker only: the spare a slot holds, or -1 */
 	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
 	u64 pages_replaced;		/* worker only: a page the NIC still held */
 

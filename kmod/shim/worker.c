@@ -69,6 +69,11 @@ int netblk_buffers_init(struct netblk_instance *inst)
 		if (!inst->pages[i])
 			goto nomem;
 	}
+	BUILD_BUG_ON(NETBLK_SPARE_PAGES > BITS_PER_LONG);
+	inst->spare_of = kvmalloc_array(slots, sizeof(*inst->spare_of), GFP_KERNEL);
+	if (!inst->spare_of)
+		goto nomem;
+	memset(inst->spare_of, -1, slots * sizeof(*inst->spare_of));
 	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
 		inst->spare[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
 		if (!inst->spare[i])
@@ -104,6 +109,8 @@ void netblk_buffers_exit(struct netblk_instance *inst)
 			put_page(inst->spare[i]);
 		inst->spare[i] = NULL;
 	}
+	kvfree(inst->spare_of);
+	inst->spare_of = NULL;
 	if (!inst->pages)
 		return;
 	slots = netblk_core_slots(inst->core);
@@ -137,17 +144,30 @@ u8 *netblk_shim_slot_buffer(struct netblk_instance *inst, u32 slot)
 }
 
 /*
- * A page of the spare ones the NIC is done with, for a reply of headers
- * alone when a slot's own page cannot be had.
+ * A spare page for a reply of headers alone when a slot's own page cannot be
+ * had: one no slot's reply is in (spare_lent) and the NIC is done with (its
+ * reference gone), lent to the slot until the core says its reply went.
  */
 u8 *netblk_shim_reply_buffer(struct netblk_instance *inst, u32 slot)
 {
 	unsigned int i;
 
-	for (i = 0; i < NETBLK_SPARE_PAGES; i++)
-		if (page_ref_count(inst->spare[i]) == 1)
-			return (u8 *)page_address(inst->spare[i]) + XDP_PACKET_HEADROOM;
+	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
+		if ((inst->spare_lent & BIT(i)) || page_ref_count(inst->spare[i]) != 1)
+			continue;
+		inst->spare_lent |= BIT(i);
+		inst->spare_of[slot] = i;
+		return (u8 *)page_address(inst->spare[i]) + XDP_PACKET_HEADROOM;
+	}
 	return NULL;
+}
+
+void netblk_shim_reply_done(struct netblk_instance *inst, u32 slot)
+{
+	if (inst->spare_of[slot] < 0)
+		return;
+	inst->spare_lent &= ~BIT(inst->spare_of[slot]);
+	inst->spare_of[slot] = -1;
 }
 
 /* An xdp_frame over a buffer of ours (a slot's, a spare), with a reference for the NIC. */

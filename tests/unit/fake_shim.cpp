@@ -2,6 +2,7 @@
 #include "fake_shim.h"
 
 #include <arpa/inet.h>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -104,7 +105,17 @@ uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot)
 	if (inst->no_spare)
 		return nullptr;
 	inst->spare.emplace_back(128);
+	inst->lent.push_back(slot);
 	return inst->spare.back().data();
+}
+
+void netblk_shim_reply_done(struct netblk_instance *inst, uint32_t slot)
+{
+	auto it = std::find(inst->lent.begin(), inst->lent.end(), slot);
+	if (it != inst->lent.end())
+		inst->lent.erase(it);
+	else
+		inst->returned_unlent++;
 }
 
 uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,

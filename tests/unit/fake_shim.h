@@ -36,6 +36,8 @@ struct netblk_instance {
 	std::vector<uint32_t> transmit_sizes;	/* frames a transmit call carried */
 	std::vector<void *> freed_frames;
 	std::vector<std::vector<uint8_t>> spare;	/* reply buffers handed out */
+	std::vector<uint32_t> lent;	/* slots holding one now */
+	uint32_t returned_unlent = 0;	/* reply_done() for a slot that held none */
 	std::vector<bool> blocking;	/* each submission's may_block */
 	uint64_t fua_writes = 0, flushes = 0;
 

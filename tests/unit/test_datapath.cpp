@@ -368,10 +368,28 @@ TEST_F(instance_fixture, NoBufferToReadIntoIsAnsweredEagainNotEio)
 		EXPECT_EQ(f.size(), reply_headroom);
 	}
 	EXPECT_EQ(inst->spare.size(), 3u) << "answered in reply buffers";
+	EXPECT_TRUE(inst->lent.empty()) << "each given back once its reply went";
+	EXPECT_EQ(inst->returned_unlent, 0u);
 	netblk_stats s = stats();
 	EXPECT_EQ(s.no_buffer, 3u);
 	EXPECT_EQ(s.io_errors, 0u);
 	EXPECT_EQ(s.replies_dropped, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, LentReplyBufferWaitsWithItsReplyForRoomInTheNic)
+{
+	inst->no_buffers = true;
+	inst->nic_takes = 0;
+	receive(to_server(request(op_read, 0, 1024, 0, 0, 6)));
+	netblk_core_submit(inst->core, now);
+	netblk_core_reply(inst->core, now);
+	ASSERT_EQ(inst->lent.size(), 1u) << "kept while the reply waits";
+	inst->nic_takes = ~0u;
+	netblk_core_reply(inst->core, netblk_core_next_work(inst->core, now));
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(reply_header(inst->sent[0]).status, status_eagain);
+	EXPECT_TRUE(inst->lent.empty());
 	expect_nothing_held();
 }
 
