@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import os
 import platform
 import shutil
@@ -191,6 +192,47 @@ class Bench:
 
     def netblk_teardown(self) -> None:
         self.g.check(f"netblkctl stop {NETBLK_PORT}")
+
+    def netblk_checksum_cost(self) -> dict | None:
+        """What verifying the UDP checksums of 1 KiB writes costs: the share of
+        the guest's CPU samples (perf record -a) in the core's checksum code
+        while netblk-load writes at window 64.  QEMU's user-mode network
+        checksums every datagram it hands the guest, so there is no run
+        without them to compare with; the profile is the measure.  None
+        without perf."""
+        if not self.g.run("command -v perf")[0] == 0:
+            return None
+        hp = self.g.host_port(NETBLK_PORT)
+        secs = max(4, int(self.seconds) + 2)
+        load = subprocess.Popen([str(LOAD), "127.0.0.1", str(hp), "--mode", "randwrite",
+                                 "--size", "1024", "--window", "64", "--seconds", str(secs),
+                                 "--range", f"0:{DEV_SIZE}", "--seed", "2", "--json"],
+                                stdout=subprocess.PIPE, text=True)
+        try:
+            time.sleep(1)
+            out = self.g.check(
+                f"cd /tmp && perf record -a -e cpu-clock -F 1000 -o /tmp/cs.data -- sleep "
+                f"{secs - 2} >/dev/null 2>&1 && perf report -i /tmp/cs.data --no-children "
+                f"--sort sym --stdio 2>/dev/null", timeout=secs + 180)
+        finally:
+            load.communicate(timeout=secs + 60)
+        share = module = 0.0
+        samples = None
+        for line in out.splitlines():
+            m = re.match(r"#\s*Samples:\s*(\d+\S*)", line)
+            if m:
+                samples = m.group(1)
+            m = re.match(r"\s*([\d.]+)%\s+\[k\]\s+(.*)", line)
+            if not m:
+                continue
+            pct, sym = float(m.group(1)), m.group(2)
+            if "ones_sum" in sym or "udp_checksum_ok" in sym:
+                share += pct
+            if "nb::" in sym or "netblk_" in sym:
+                module += pct
+        return {"workload": "randwrite 1k window 64", "samples": samples,
+                "checksum_pct_of_guest_samples": round(share, 2),
+                "netblk_pct_of_guest_samples": round(module, 2)}
 
     # ---- nbd-server
     def nbd_setup(self) -> None:
@@ -361,6 +403,9 @@ def main() -> int:
         return 2
 
     programs = {}
+    perf = shutil.which("perf")
+    if perf and "netblk" in systems:
+        programs["/usr/bin/perf"] = Path(perf)	# the checksum's cost, from a profile
     if fio and "local" in systems:
         programs["/usr/bin/fio"] = Path(fio)
     if nbd and "nbd-server" in systems:
@@ -382,7 +427,7 @@ def main() -> int:
 def run_all(a, sizes, windows, workloads, systems, programs) -> int:
     t_start = time.monotonic()
     rows: list[dict] = []
-    zero_copy = None
+    zero_copy = checksum = None
     failures: list[str] = []
     with Guest("bench", checks=False, forwards=[("udp", 0, NETBLK_PORT), ("tcp", 0, NBD_PORT)],
                extra_programs=programs, require_project="netblk" in systems,
@@ -432,6 +477,11 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
                             + (f"  retries {res.get('retries')} busy {res.get('busy')} "
                                f"errors {res.get('errors')} host-udp-drops {res.get('host_udp_rcvbuf_errors')}" if system == "netblk" else ""))
             if system == "netblk":
+                checksum = b.netblk_checksum_cost()
+                if checksum:
+                    log(f"bench: UDP checksum verification: {checksum['checksum_pct_of_guest_samples']}% "
+                        f"of the guest's CPU samples under {checksum['workload']} (all of netblk's "
+                        f"code: {checksum['netblk_pct_of_guest_samples']}%)")
                 st = b.netblk_stats()
                 zero_copy = {"bytes_zerocopy": st.get("bytes_zerocopy"),
                              "bytes_copied": st.get("bytes_copied"),
@@ -446,6 +496,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
         "rows": rows,
         "ratios": rats,
         "zero_copy": zero_copy,
+        "checksum_cost": checksum,
         "failures": failures,
         "meta": {
             "seconds_per_run": a.seconds,
@@ -471,6 +522,9 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
     if zero_copy:
         print(f"\nnetblk zero copy: bytes_zerocopy {zero_copy['bytes_zerocopy']}  "
               f"bytes_copied {zero_copy['bytes_copied']}")
+    if checksum:
+        print(f"netblk UDP checksum verification: {checksum['checksum_pct_of_guest_samples']}% of "
+              f"the guest's CPU samples under {checksum['workload']}")
     print(f"\nwrote {out} ({result['meta']['wall_seconds']} s)")
     if failures:
         print("FAILED runs:\n  " + "\n  ".join(failures))

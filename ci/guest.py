@@ -31,6 +31,11 @@ Guest devices (fixed, checked at every boot):
                  <name>.agent2.sock (under /tmp/netblk-<hash>/ when the
                  checkout's path is too long for a Unix socket).
                  Independent of eth0.
+  Kernel: Debian's 6.12 cloud kernel (build/kernel, ci/fetch-kernel.sh), or
+  with NETBLK_KERNEL=debug the debug one (build/debug-kernel,
+  ci/debug-kernel.sh: KASAN, lockdep, kmemleak, DEBUG_ATOMIC_SLEEP, the
+  drivers built in, booted with acpi=off) and its netblk.ko
+  (build/debug-module, `make debug-module`).
   Tools: busybox (all applets), netblkctl in /usr/sbin, netblk.ko as
   /lib/modules/$REL/extra/netblk.ko (`modprobe netblk`), nbudp (UDP
   listen/send helper; busybox nc here has no -u), modules virtio_net,
@@ -46,7 +51,8 @@ Commands: run(cmd, timeout) sends a script to the agent, which runs it with
 
 Logs: build/guest/console-<name>.log (serial console, kernel loglevel 5:
   warnings, oopses and /init's lines), qemu-<name>.log (QEMU's command line
-  and messages).  Boot timeout: NETBLK_BOOT_TIMEOUT (s, default 60).
+  and messages).  Boot timeout: NETBLK_BOOT_TIMEOUT (s, default 60; 300 on
+  the debug kernel).
 
 Kernel checks (checks=True, what the tests use): the kernel boots with
   CHECKS_CMDLINE -- SLUB debugging (red zones, poisoning, sanity checks),
@@ -80,7 +86,13 @@ import initramfs  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "guest"
 KERNEL = ROOT / "build" / "kernel"
-NETBLK_KO = ROOT / "kmod" / "netblk.ko"
+DEBUG_KERNEL = ROOT / "build" / "debug-kernel"
+FLAVOUR = os.environ.get("NETBLK_KERNEL", "cloud")
+if FLAVOUR not in ("cloud", "debug"):
+    raise SystemExit(f"NETBLK_KERNEL={FLAVOUR!r}: cloud (Debian's 6.12 cloud kernel) or debug "
+                     f"(ci/debug-kernel.sh: KASAN, lockdep, kmemleak)")
+# netblk.ko for the guest's kernel: the debug kernel's is built apart (make debug-module)
+NETBLK_KO = ROOT / ("build/debug-module/kmod" if FLAVOUR == "debug" else "kmod") / "netblk.ko"
 NETBLKCTL = ROOT / "tools" / "netblkctl" / "netblkctl"
 
 # A Unix socket's path must fit sun_path (108 bytes): from a deep checkout the
@@ -97,7 +109,8 @@ DISK4K_SIZE = 64 << 20
 SERIALS = ("NETBLK0", "NETBLK1")
 MODULES = ["virtio_net", "null_blk", "loop", "dm_mod"]
 GUEST_IP = "10.0.2.15"
-BOOT_TIMEOUT = float(os.environ.get("NETBLK_BOOT_TIMEOUT", "60"))
+BOOT_TIMEOUT = float(os.environ.get("NETBLK_BOOT_TIMEOUT",
+                                    "300" if os.environ.get("NETBLK_KERNEL") == "debug" else "60"))
 CHECKS_CMDLINE = ("slub_debug=FZPU kfence.sample_interval=10 init_on_free=1 panic_on_warn=1 "
                   "softlockup_panic=1")
 
@@ -150,10 +163,32 @@ def free_udp_port() -> int:
 
 
 def kernel_release() -> str:
+    if FLAVOUR == "debug":
+        rel = DEBUG_KERNEL / ".release"
+        if not rel.exists():
+            raise GuestError("the debug kernel is not built: run `make check-debug` (or "
+                             "ci/debug-kernel.sh)")
+        return rel.read_text().strip()
     rel = KERNEL / ".release"
     if not rel.exists():
         subprocess.run([str(ROOT / "ci" / "fetch-kernel.sh")], check=True, stdout=subprocess.DEVNULL)
     return rel.read_text().strip()
+
+
+def kernel_image() -> Path:
+    if FLAVOUR == "debug":
+        return DEBUG_KERNEL / "bzImage"
+    return KERNEL / "root" / "boot" / f"vmlinuz-{kernel_release()}"
+
+
+def kernel_root() -> Path:
+    """Where the kernel's lib/modules/<release> is."""
+    return (DEBUG_KERNEL if FLAVOUR == "debug" else KERNEL) / "root"
+
+
+# The debug kernel stalls in ACPI under TCG (and its -smp 2 boot hit an int3 in
+# timer code once, README.md): it boots without ACPI, the CPUs found by the MP table.
+FLAVOUR_CMDLINE = "acpi=off" if FLAVOUR == "debug" else ""
 
 
 # --------------------------------------------------------------------------
@@ -213,7 +248,7 @@ def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None
     if require_project and not NETBLK_KO.exists():
         raise GuestError(f"{NETBLK_KO.relative_to(ROOT)} is not built: run `make bench-module`")
     waits = "nvme0n1 nvme0n1p1 nvme0n1p2 nvme1n1"
-    return initramfs.build(BUILD, kernel_root=KERNEL / "root", release=rel,
+    return initramfs.build(BUILD, kernel_root=kernel_root(), release=rel,
                            modules=MODULES + list(modules or []),
                            netblk_ko=NETBLK_KO if NETBLK_KO.exists() else None,
                            programs=programs, files=extra_files,
@@ -387,7 +422,7 @@ class Guest:
         nic = "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56"
         if self.nic_mtu:
             nic += f",host_mtu={self.nic_mtu}"
-        append = "console=ttyS0 panic=-1 loglevel=5 mitigations=off " + self.cmdline
+        append = f"console=ttyS0 panic=-1 loglevel=5 mitigations=off {FLAVOUR_CMDLINE} {self.cmdline}"
         return [
             "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max",
             "-smp", str(self.smp), "-m", str(self.memory),
@@ -409,8 +444,7 @@ class Guest:
         ]
 
     def start(self) -> "Guest":
-        rel = kernel_release()
-        kernel = KERNEL / "root" / "boot" / f"vmlinuz-{rel}"
+        kernel = kernel_image()
         initrd = build_initramfs(self.extra_files, self.extra_programs, self.modules, self.require_project)
         tdisk, tdisk4k = build_disks()
         disk, disk4k = self.disks

@@ -1,14 +1,16 @@
 #!/bin/bash
 # Install what building and testing netblk needs (Debian 12, as root or with
-# sudo).  Fast when everything is there: one dpkg-query, no apt.
+# sudo), or the packages named on the command line.  Fast when everything is
+# there: one dpkg-query, no apt.
 set -euo pipefail
 
 PKGS=(
 	qemu-system-x86 busybox-static cpio kmod xz-utils gdisk e2fsprogs
 	python3-pytest libmnl-dev libgtest-dev g++ gcc-12 g++-12 make clang llvm libbpf-dev bpftool
-	dwarves libelf-dev fio nbd-server ethtool dmsetup
+	dwarves libelf-dev fio nbd-server ethtool dmsetup linux-perf
 )
 
+[ $# -eq 0 ] || PKGS=("$@")
 missing=()
 for p in "${PKGS[@]}"; do
 	st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"

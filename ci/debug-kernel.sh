@@ -1,0 +1,53 @@
+#!/bin/bash
+# Build the debug test kernel -- KASAN, lockdep (PROVE_LOCKING), kmemleak and
+# DEBUG_ATOMIC_SLEEP, the test guest's drivers built in -- from Debian's
+# linux-source-6.12, and netblk.ko for it, under build/debug-kernel/:
+#   bzImage, .release, root/lib/modules/<release>/ (modules.builtin & co),
+#   obj/ (the build tree: make -C build/debug-kernel/obj M=... modules)
+# Cached: rebuilt only when ci/debug-kernel.config or the source changes.
+# The first build takes about half an hour on two cores (README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+OUT=$ROOT/build/debug-kernel
+SRC_TAR=/usr/src/linux-source-6.12.tar.xz
+
+ci/install-deps.sh linux-source-6.12 bc bison flex libssl-dev libelf-dev cpio kmod
+
+stamp="$(sha256sum ci/debug-kernel.config ci/debug-kernel.sh | sha256sum | cut -c1-16) $(stat -c %s-%Y "$SRC_TAR")"
+if [ -f "$OUT/.stamp" ] && [ "$(cat "$OUT/.stamp")" = "$stamp" ] && [ -f "$OUT/bzImage" ]; then
+	echo "debug-kernel: $(cat "$OUT/.release") is built"
+	exit 0
+fi
+
+mkdir -p "$OUT"
+if [ ! -f "$OUT/src/Makefile" ] || [ "$(cat "$OUT/.src" 2>/dev/null)" != "$(stat -c %s-%Y "$SRC_TAR")" ]; then
+	echo "debug-kernel: unpacking $SRC_TAR"
+	rm -rf "$OUT/src"
+	mkdir -p "$OUT/src"
+	tar -xf "$SRC_TAR" -C "$OUT/src" --strip-components=1
+	stat -c %s-%Y "$SRC_TAR" >"$OUT/.src"
+fi
+
+start=$(date +%s)
+K=(make -C "$OUT/src" O="$OUT/obj" -j"$(nproc)")
+mkdir -p "$OUT/obj"
+"${K[@]}" -s x86_64_defconfig kvm_guest.config
+"$OUT/src/scripts/kconfig/merge_config.sh" -m -O "$OUT/obj" "$OUT/obj/.config" \
+	ci/debug-kernel.config >/dev/null
+"${K[@]}" -s olddefconfig
+# every line of the fragment must have stuck (a dependency may have dropped one)
+while read -r line; do
+	case "$line" in
+	CONFIG_*=*) grep -qx "$line" "$OUT/obj/.config" ||
+		{ echo "debug-kernel: $line did not stick in .config" >&2; exit 1; } ;;
+	esac
+done <ci/debug-kernel.config
+echo "debug-kernel: building (this takes a while)"
+"${K[@]}" -s bzImage modules
+rm -rf "$OUT/root"
+"${K[@]}" -s INSTALL_MOD_PATH="$OUT/root" modules_install
+cp "$OUT/obj/arch/x86/boot/bzImage" "$OUT/bzImage"
+"${K[@]}" -s kernelrelease >"$OUT/.release"
+echo "$stamp" >"$OUT/.stamp"
+echo "debug-kernel: $(cat "$OUT/.release") built in $(( ($(date +%s) - start) / 60 )) min"
