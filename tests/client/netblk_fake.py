@@ -9,6 +9,11 @@ Knobs (all attributes, changeable while it runs):
     sector, max_io, max_read, slots
     delay      seconds each request holds its slots before it is answered;
                a request that finds too few free slots is answered EAGAIN
+    gate       answers are held (with their slots) until at least this many
+               slots are held at once; then every held answer goes out after
+               `delay`.  One held gate_wait seconds (default 10) goes out
+               anyway.  A window the client keeps in flight is seen whole
+               however slowly its datagrams come.  0: off.
     loss       probability that a reply datagram is dropped (seeded)
     drop       callable(header tuple) -> bool: drop this reply datagram
     busy_first the first N requests are answered EAGAIN
@@ -62,7 +67,7 @@ class FakeServer:
                  busy_first: int = 0, busy_each: int = 0, shuffle: bool = False,
                  duplicate: bool = False, stray: bool = False, silent: bool = False,
                  eio=(), drop=None, corrupt_at: int | None = None,
-                 fill: bytes | None = None):
+                 fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0):
         self.size = size
         self.sector = sector
         self.max_io = max_io
@@ -72,6 +77,8 @@ class FakeServer:
         self.volatile = volatile
         self.fua = fua
         self.delay = delay
+        self.gate = gate
+        self.gate_wait = gate_wait
         self.loss = loss
         self.rng = random.Random(seed)
         self.busy_first = busy_first
@@ -92,7 +99,7 @@ class FakeServer:
         self.max_in_use = 0
         self._busy_counts: dict[int, int] = {}
         self._requests = 0
-        self._pending: list = []  # (due, [(datagram, addr)], cost)
+        self._pending: list = []  # [due, [(datagram, addr)], cost]
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 8 << 20)
@@ -236,7 +243,8 @@ class FakeServer:
                 self._busy_counts[handle] = n + 1
                 busy = True
         cost = -(-length // self.max_io) if op == OP_READ else 1
-        if self.delay and self.in_use + cost > self.slots:
+        holding = bool(self.delay or self.gate)
+        if holding and self.in_use + cost > self.slots:
             busy = True
         if busy:
             req.answer = errno.EAGAIN
@@ -244,11 +252,15 @@ class FakeServer:
             return
 
         replies = self._serve_one(op, handle, offset, length, flags, data)
-        if self.delay:
+        if holding:
+            now = time.monotonic()
             self.in_use += cost
             self.max_in_use = max(self.max_in_use, self.in_use)
-            self._pending.append((time.monotonic() + self.delay, [(r, addr) for r in replies],
-                                  cost))
+            hold = self.gate_wait if self.gate else self.delay
+            self._pending.append([now + hold, [(r, addr) for r in replies], cost])
+            if self.gate and self.in_use >= self.gate:
+                for p in self._pending:
+                    p[0] = min(p[0], now + self.delay)
         else:
             self.max_in_use = max(self.max_in_use, cost)
             for r in replies:

@@ -28,12 +28,21 @@ def built():
     subprocess.run(["make", "-s", "-C", str(ROOT), "load"], check=True)
 
 
+# The fake answers within milliseconds, but this machine may be busy with other
+# work: netblk-load waits seconds before it resends (its own 0.25 s default is
+# for a network), so a resend means a datagram was lost.  Tests of resends give
+# a short --timeout and enough --tries that a slow machine cannot make them fail.
+PATIENT = ["--timeout", "5", "--tries", "4"]
+
+
 def load(srv: FakeServer, *args: str, check: bool = True) -> tuple[int, dict | None, str]:
-    """Run netblk-load against srv for --seconds (default 1) with --json."""
-    argv = [str(LOAD), "127.0.0.1", str(srv.port), *args, "--json"]
+    """Run netblk-load against srv for --seconds (default 1) with --json, patient
+    unless args give --timeout/--tries (the last one given wins)."""
+    argv = [str(LOAD), "127.0.0.1", str(srv.port), *PATIENT, *args, "--json"]
     if "--seconds" not in args:
         argv += ["--seconds", "1"]
-    r = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    # timeout=: only against a hang
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=180)
     out = json.loads(r.stdout) if r.stdout.strip() else None
     if check:
         assert r.returncode == 0, r.stderr + r.stdout
@@ -87,7 +96,7 @@ def test_sequential_read_two_threads():
 def test_loss_is_retried():
     with FakeServer(size=4 * MiB, loss=0.2) as srv:
         _, out, _ = load(srv, "--mode", "randread", "--size", "2k", "--window", "8",
-                         "--timeout", "0.02")
+                         "--timeout", "0.05", "--tries", "100")
     assert out["ops"] > 0 and out["errors"] == 0
     assert out["retries"] > 0
     assert out["sends"] > out["ops"]
@@ -96,7 +105,7 @@ def test_loss_is_retried():
 def test_loss_on_writes_is_retried():
     with FakeServer(size=4 * MiB, loss=0.2) as srv:
         _, out, _ = load(srv, "--mode", "randwrite", "--size", "1k", "--window", "8",
-                         "--timeout", "0.02", "--range", "0:1m")
+                         "--timeout", "0.05", "--tries", "100", "--range", "0:1m")
     assert out["ops"] > 0 and out["errors"] == 0 and out["retries"] > 0
     assert all(w.offset + w.length <= MiB for w in srv.requests(OP_WRITE))
 
@@ -158,8 +167,9 @@ def test_bad_requests_refused(args, message):
 
 def test_text_output():
     with FakeServer(size=1 * MiB) as srv:
-        r = subprocess.run([str(LOAD), "127.0.0.1", str(srv.port), "--mode", "randread",
-                            "--seconds", "0.3"], capture_output=True, text=True, timeout=30)
+        r = subprocess.run([str(LOAD), "127.0.0.1", str(srv.port), *PATIENT, "--mode",
+                            "randread", "--seconds", "0.3"], capture_output=True, text=True,
+                           timeout=180)
     assert r.returncode == 0, r.stderr
     assert "IOPS" in r.stdout and "p99.9" in r.stdout and "errors 0" in r.stdout
 
@@ -170,7 +180,9 @@ def test_no_instance():
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # the kernel's ICMP port unreachable must come back before netblk-load gives
+    # up: 1.5 s for it (it comes at once on an idle machine)
     r = subprocess.run([str(LOAD), "127.0.0.1", str(port), "--mode", "randread",
-                        "--timeout", "0.01", "--tries", "3"], capture_output=True, text=True,
-                       timeout=30)
+                        "--timeout", "0.5", "--tries", "3"], capture_output=True, text=True,
+                       timeout=180)
     assert r.returncode == 1 and "no answer" in r.stderr and "unreachable" in r.stderr
