@@ -8,8 +8,8 @@
         stops the instance and powers the guest off.
     ci/demo.py --exec "CMD"  (make demo-exec CMD='netblkctl list')
         runs CMD in the running demo's guest through its second agent port,
-        build/guest/demo.agent2.sock, prints the output and exits with CMD's
-        status.
+        build/guest/demo.<pid>.agent2.sock, prints the output and exits with
+        CMD's status.
 
 The demo's console log is build/guest/console-demo.log, its pid in
 build/guest/demo.pid.
@@ -26,10 +26,9 @@ import threading
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from guest import BUILD, ROOT, SOCKETS, Guest, GuestError, run_on_socket  # noqa: E402
+from guest import BUILD, ROOT, Guest, GuestError, run_on_socket  # noqa: E402
 
 NAME = "demo"
-EXEC_SOCK = SOCKETS / f"{NAME}.agent2.sock"
 PIDFILE = BUILD / f"{NAME}.pid"
 
 
@@ -43,13 +42,15 @@ def demo_running() -> int | None:
 
 
 def do_exec(cmd: str, timeout: int) -> int:
-    if not demo_running() or not EXEC_SOCK.exists():
+    pid = demo_running()
+    sock = Guest(NAME, pid=pid).agent2_sock if pid else None
+    if not sock or not sock.exists():
         print("demo-exec: no demo is running (start one with `make demo`)", file=sys.stderr)
         return 2
     try:
-        rc, out = run_on_socket(EXEC_SOCK, cmd, timeout)
+        rc, out = run_on_socket(sock, cmd, timeout)
     except (OSError, GuestError) as e:
-        print(f"demo-exec: cannot reach the demo's guest through {EXEC_SOCK}: {e}", file=sys.stderr)
+        print(f"demo-exec: cannot reach the demo's guest through {sock}: {e}", file=sys.stderr)
         return 2
     sys.stdout.write(out)
     sys.stdout.flush()

@@ -16,19 +16,20 @@ Guest devices (fixed, checked at every boot):
                                    holding /hello.txt
   /dev/nvme1n1   64 MiB, 4096-byte logical and physical blocks, serial
                  NETBLK1, blank
-  The disks are per-guest copies (build/guest/<name>.nvme{0,1}.img) of the
+  The disks are per-guest copies (build/guest/<name>.<pid>.nvme{0,1}.img) of the
   templates build/guest/disk.img and disk4k.img, so every boot starts clean;
   they are deleted when the guest stops unless keep_disks=True.
   NVMe probes asynchronously, so the controllers can come up in either
   order; /init then unbinds both and binds them again in order (sysfs bind
   probes synchronously), and the host checks the serials after boot
   (rebooting if they are still swapped), so the names above always hold.
-  eth0           virtio-net, 10.0.2.15/24, gateway 10.0.2.2 (QEMU user-net);
+  eth0           virtio-net (NETBLK_NIC=vmxnet3: vmxnet3), 10.0.2.15/24,
+                 gateway 10.0.2.2 (QEMU user-net);
                  UDP to 127.0.0.1:<host port> reaches 10.0.2.15:<guest port>
                  from 10.0.2.2.
   /dev/virtio-ports/netblk.agent, netblk.agent2   the command agents; the
-                 host ends are build/guest/<name>.agent.sock and
-                 <name>.agent2.sock (under /tmp/netblk-<hash>/ when the
+                 host ends are build/guest/<name>.<pid>.agent.sock and
+                 .agent2.sock (under /tmp/netblk-<hash>/ when the
                  checkout's path is too long for a Unix socket).
                  Independent of eth0.
   Kernel: Debian's 6.12 cloud kernel (build/kernel, ci/fetch-kernel.sh), or
@@ -107,7 +108,14 @@ DISK_SIZE = 512 << 20
 DISK_P1_SECTORS = (256 << 20) // 512
 DISK4K_SIZE = 64 << 20
 SERIALS = ("NETBLK0", "NETBLK1")
-MODULES = ["virtio_net", "null_blk", "loop", "dm_mod"]
+MODULES = ["null_blk", "loop", "dm_mod"]
+# eth0's model: QEMU's virtio-net (virtio_net: no page_pool, a locked transmit
+# queue when it has fewer than CPUs) or VMware's vmxnet3 (vmxnet3: a page_pool
+# a receive queue, its own XDP code); NETBLK_NIC picks it for every guest.
+NIC_MODELS = {"virtio": ("virtio-net-pci", "virtio_net"), "vmxnet3": ("vmxnet3", "vmxnet3")}
+NIC = os.environ.get("NETBLK_NIC", "virtio")
+if NIC not in NIC_MODELS:
+    raise SystemExit(f"NETBLK_NIC={NIC!r}: one of {', '.join(NIC_MODELS)}")
 GUEST_IP = "10.0.2.15"
 BOOT_TIMEOUT = float(os.environ.get("NETBLK_BOOT_TIMEOUT",
                                     "300" if os.environ.get("NETBLK_KERNEL") == "debug" else "60"))
@@ -242,7 +250,8 @@ def build_disks() -> tuple[Path, Path]:
 
 
 def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None = None,
-                    modules: list[str] | None = None, require_project: bool = False) -> Path:
+                    modules: list[str] | None = None, require_project: bool = False,
+                    nic: str = NIC) -> Path:
     rel = kernel_release()
     programs = dict(extra_programs or {})
     if NETBLKCTL.exists():
@@ -252,11 +261,14 @@ def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None
     if require_project and not NETBLK_KO.exists():
         raise GuestError(f"{NETBLK_KO.relative_to(ROOT)} is not built: run `make bench-module`")
     waits = "nvme0n1 nvme0n1p1 nvme0n1p2 nvme1n1"
+    driver = NIC_MODELS[nic][1]
     return initramfs.build(BUILD, kernel_root=kernel_root(), release=rel,
-                           modules=MODULES + list(modules or []),
+                           modules=[driver] + MODULES + list(modules or []),
                            netblk_ko=NETBLK_KO if NETBLK_KO.exists() else None,
                            programs=programs, files=extra_files,
-                           env={"BENCH_WAIT_DEVS": waits, "BENCH_RELEASE": rel, "BENCH_NVME": " ".join(SERIALS)}, log=log)
+                           env={"BENCH_WAIT_DEVS": waits, "BENCH_RELEASE": rel,
+                                "BENCH_NVME": " ".join(SERIALS), "BENCH_NIC_DRIVER": driver},
+                           log=log)
 
 
 # --------------------------------------------------------------------------
@@ -371,7 +383,8 @@ class Guest:
     def __init__(self, name: str = "bench", forwards=(), *, extra_files=None, extra_programs=None,
                  modules=None, memory: int = 1024, smp: int = 2, nic_mtu: int | None = None,
                  boot_timeout: float = BOOT_TIMEOUT, require_project: bool = False,
-                 qemu_args=(), cmdline: str = "", keep_disks: bool = False, checks: bool = True):
+                 qemu_args=(), cmdline: str = "", keep_disks: bool = False, checks: bool = True,
+                 pid: int | None = None, nic: str = NIC):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"bad guest name {name!r}")
         self.name = name
@@ -385,17 +398,25 @@ class Guest:
             self.fwd.append((proto, h or free_udp_port(), g))
         self.extra_files, self.extra_programs, self.modules = extra_files, extra_programs, modules
         self.memory, self.smp, self.nic_mtu = memory, smp, nic_mtu
+        if nic not in NIC_MODELS:
+            raise ValueError(f"nic {nic!r}: one of {', '.join(NIC_MODELS)}")
+        if nic_mtu and nic != "virtio":
+            raise ValueError("nic_mtu is virtio-net's host_mtu: not for " + nic)
+        self.nic = nic
         self.boot_timeout = boot_timeout
         self.require_project = require_project
         self.qemu_args = list(qemu_args)
         self.cmdline = (CHECKS_CMDLINE + " " + cmdline).strip() if checks else cmdline
         self.keep_disks = keep_disks
-        self.disks = (BUILD / f"{name}.nvme0.img", BUILD / f"{name}.nvme1.img")
+        # the disks and sockets are this process's (@pid: another's, to reach
+        # its guest), so that two runs of the same test module do not meet
+        own = f"{name}.{pid or os.getpid()}"
+        self.disks = (BUILD / f"{own}.nvme0.img", BUILD / f"{own}.nvme1.img")
         self.console_log = BUILD / f"console-{name}.log"
         self.qemu_log = BUILD / f"qemu-{name}.log"
         SOCKETS.mkdir(parents=True, exist_ok=True)
-        self.agent_sock = SOCKETS / f"{name}.agent.sock"
-        self.agent2_sock = SOCKETS / f"{name}.agent2.sock"
+        self.agent_sock = SOCKETS / f"{own}.agent.sock"
+        self.agent2_sock = SOCKETS / f"{own}.agent2.sock"
         self.proc: subprocess.Popen | None = None
         self.agent: Agent | None = None
         self.broken: str | None = None
@@ -423,7 +444,7 @@ class Guest:
         netdev = "user,id=n0,net=10.0.2.0/24,host=10.0.2.2,dns=10.0.2.3"
         for proto, h, g in self.fwd:
             netdev += f",hostfwd={proto}:127.0.0.1:{h}-:{g}"
-        nic = "virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56"
+        nic = f"{NIC_MODELS[self.nic][0]},netdev=n0,mac=52:54:00:12:34:56"
         if self.nic_mtu:
             nic += f",host_mtu={self.nic_mtu}"
         append = f"console=ttyS0 panic=-1 loglevel=5 mitigations=off {FLAVOUR_CMDLINE} {self.cmdline}"
@@ -449,7 +470,8 @@ class Guest:
 
     def start(self) -> "Guest":
         kernel = kernel_image()
-        initrd = build_initramfs(self.extra_files, self.extra_programs, self.modules, self.require_project)
+        initrd = build_initramfs(self.extra_files, self.extra_programs, self.modules,
+                                 self.require_project, self.nic)
         tdisk, tdisk4k = build_disks()
         disk, disk4k = self.disks
         for attempt in range(3):

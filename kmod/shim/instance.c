@@ -20,13 +20,11 @@
 #include <linux/blkdev.h>
 #include <linux/cpumask.h>
 #include <linux/file.h>
-#include <linux/inetdevice.h>
-#include <linux/kthread.h>
+#include <linux/module.h>
 #include <linux/net.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
-#include <net/ip_fib.h>
 #include <net/sock.h>
 
 

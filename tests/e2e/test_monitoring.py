@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client"))
 
 import netblk as nbc  # noqa: E402
+from guest import NIC_MODELS  # noqa: E402
 
 GUEST_FORWARDS = [7000]
 P1 = "/dev/nvme0n1p1"
@@ -318,19 +319,21 @@ def test_disk_errors_are_answered_counted_and_announced(netblk):
 
 
 def test_nic_removed_under_the_instance(netblk):
-    """The NIC's driver goes (rmmod virtio_net): the instances on it stop,
-    releasing the NIC so that its unregistration completes, and say why."""
+    """The NIC's driver goes (rmmod virtio_net, or vmxnet3): the instances on
+    it stop, releasing the NIC so that its unregistration completes, and say
+    why."""
     g = netblk
+    driver = NIC_MODELS[g.nic][1]
     start(g, P1, 7000)
     start(g, P2, 7001, "ro")
     try:
-        g.check("rmmod virtio_net", timeout=60)
+        g.check(f"rmmod {driver}", timeout=60)
         assert listing(g) == {}
         d = g.dmesg()
         assert "stopped serving /dev/nvme0n1p1 on port 7000: eth0" in d, d[-2000:]
         assert g.check("cat /sys/module/netblk/parameters/leaked_slots").strip() == "0"
     finally:
-        g.run("modprobe virtio_net; "
+        g.run(f"modprobe {driver}; "
               "for i in $(seq 300); do test -e /sys/class/net/eth0 && break; sleep 0.1; done",
               timeout=60)
         eth0_back(g)
