@@ -11,7 +11,7 @@
         build/guest/demo.<pid>.agent2.sock, prints the output and exits with
         CMD's status.
 
-The demo's console log is build/guest/console-demo.log, its pid in
+The demo's console log is build/guest/console-demo.<pid>.log, its pid in
 build/guest/demo.pid.
 """
 
