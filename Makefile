@@ -78,8 +78,16 @@ unit: build/unit/netblk_unit_tests
 	tools/netblkctl/tests/run.sh
 	$(PYTHON) -m pytest -q tests/client
 
+# The e2e suite once on each NIC model of the test guest (ci/guest.py):
+# virtio-net (no page_pool, shared-page XDP) and vmxnet3 (a page_pool per
+# receive queue, its own XDP code).  NICS=virtio runs one.
+NICS ?= virtio vmxnet3
+
 e2e: bench-module netblkctl
-	$(PYTHON) -m pytest -v tests/e2e
+	@set -e; for nic in $(NICS); do \
+		echo "== e2e on $$nic"; \
+		NETBLK_NIC=$$nic $(PYTHON) -m pytest -v tests/e2e; \
+	done
 
 check: deps
 	$(MAKE) unit

@@ -5,8 +5,9 @@ QEMU guest (ci/guest.py), on the same emulated NVMe partition
 
     ci/bench.py [--seconds 4] [--sizes 1k,4k] [--windows 1,64]
                 [--workloads randread,randwrite] [--systems netblk,nbd-server,local]
-                [--out bench/results.json]
-    (make bench BENCH_ARGS='--seconds 4')
+                [--nic virtio|vmxnet3] [--out bench/results.json]
+    (make bench BENCH_ARGS='--seconds 4'; --nic vmxnet3 writes
+    bench/results-vmxnet3.json unless --out says otherwise)
 
 Systems:
   netblk      `modprobe netblk; netblkctl start /dev/nvme0n1p1 7000` in the
@@ -48,7 +49,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from guest import ROOT, Guest, GuestError  # noqa: E402
+from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError  # noqa: E402
 
 LOAD = ROOT / "tools" / "netblk-load" / "netblk-load"
 DEV = "/dev/nvme0n1p1"
@@ -367,7 +368,10 @@ def main() -> int:
     ap.add_argument("--windows", default="1,64")
     ap.add_argument("--workloads", default="randread,randwrite")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
-    ap.add_argument("--out", default=str(ROOT / "bench" / "results.json"))
+    ap.add_argument("--out", default=None,
+                    help="bench/results.json (--nic vmxnet3: bench/results-vmxnet3.json)")
+    ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
+                    help="the guest's NIC model (NETBLK_NIC, virtio by default)")
     ap.add_argument("--memory", type=int, default=2048, help="guest MiB (2048)")
     ap.add_argument("--host-rmem", type=int, default=0, metavar="BYTES",
                     help="set this host's net.core.rmem_default to BYTES while the guest runs "
@@ -377,6 +381,9 @@ def main() -> int:
     ap.add_argument("--cmdline", default="", metavar="ARGS",
                     help="more guest kernel arguments, e.g. nvme.poll_queues=1")
     a = ap.parse_args()
+    if a.out is None:
+        suffix = "" if a.nic == "virtio" else f"-{a.nic}"
+        a.out = str(ROOT / "bench" / f"results{suffix}.json")
 
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     windows = [int(w) for w in a.windows.split(",")]
@@ -431,7 +438,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
     failures: list[str] = []
     with Guest("bench", checks=False, forwards=[("udp", 0, NETBLK_PORT), ("tcp", 0, NBD_PORT)],
                extra_programs=programs, require_project="netblk" in systems,
-               memory=a.memory, cmdline=a.cmdline) as g:
+               memory=a.memory, cmdline=a.cmdline, nic=a.nic) as g:
         b = Bench(g, a.seconds, a.poll)
         guest_cpus = int(g.check("grep -c '^processor' /proc/cpuinfo").strip())
         for system in SYSTEMS:
@@ -504,6 +511,7 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
             "guest_cmdline": a.cmdline,
             "device": DEV, "device_bytes": DEV_SIZE,
             "guest": f"QEMU TCG, {guest_cpus} vCPUs, {a.memory} MiB",
+            "nic": f"{a.nic} ({NIC_MODELS[a.nic][1]})",
             "host": platform.node(), "host_cpus": os.cpu_count(),
             "local_engine": b.local_engine if "local" in systems else None,
             "local_fio_start_exit_jiffies": b.local_overhead_j,

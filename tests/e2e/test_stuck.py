@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client"))
 
 import netblk as nbc  # noqa: E402
-from nbtest import ctl, host_elf, instances, start  # noqa: E402
+from nbtest import ctl, host_elf, instances, start, wait_stopped  # noqa: E402
 
 GUEST_FORWARDS = [7000, 7001]
 _DMSETUP = host_elf("dmsetup")
@@ -178,12 +178,7 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
             waiting = {p: n for p, n in pool_releases(g).items() if n[-1] > 0}
             assert waiting, f"no destroyed pool waits for its pages: {pool_releases(g)}"
         g.check(f"{DMSETUP} resume {DM}")
-        for _ in range(300):
-            if 7000 not in instances(g):
-                break
-            g.run("sleep 0.1")
-        assert 7000 not in instances(g), instances(g)
-        assert "stopped serving /dev/mapper/nbstuck on port 7000: eth0 went down" in g.dmesg()
+        wait_stopped(g, 7000, "eth0 went down", 30)
         if g.nic == "vmxnet3":
             for _ in range(50):
                 if all(pool_releases(g)[p][-1] == 0 for p in waiting):
