@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT / "client"))
 sys.path.insert(0, str(ROOT / "ci"))
 
 import netblk as nbc  # noqa: E402
-from guest import free_udp_port  # noqa: E402
+from guest import NIC, NIC_MODELS, free_udp_port  # noqa: E402
 
 ETH1_HOST_PORT = free_udp_port()
 ETH1_PORT = 7100
@@ -27,7 +27,8 @@ _BPFTOOL = shutil.which("bpftool")
 GUEST_OPTIONS = {
     "qemu_args": ["-netdev", f"user,id=n1,net=10.0.3.0/24,hostfwd=udp:127.0.0.1:"
                              f"{ETH1_HOST_PORT}-:{ETH1_PORT}",
-                  "-device", "virtio-net-pci,netdev=n1,mac=52:54:00:12:34:57"],
+                  # the model of eth0's (NETBLK_NIC): its driver is the guest's
+                  "-device", f"{NIC_MODELS[NIC][0]},netdev=n1,mac=52:54:00:12:34:57"],
     "extra_programs": {"/usr/sbin/bpftool": Path(_BPFTOOL)} if _BPFTOOL else {},
 }
 P1, P2 = "/dev/nvme0n1p1", "/dev/nvme0n1p2"
