@@ -127,19 +127,22 @@ CHECKS_CMDLINE = ("slub_debug=FZPU kfence.sample_interval=10 init_on_free=1 pani
 
 # What the kernel says when something is wrong: WARN and BUG, oopses, KFENCE,
 # SLUB's debug reports, KASAN, lockdep, kmemleak, RCU and atomic-sleep checks,
-# hung and locked-up tasks -- and netblk's own leak report.
+# hung and locked-up tasks, a page pool whose pages never came back (60 s
+# after its driver destroyed it) -- and netblk's own leak report.
 KERNEL_TROUBLE = re.compile(
     r"WARNING:|\bBUG[: ]|Oops|Call Trace|general protection|Kernel panic|refcount_t|"
     r"KFENCE:|KASAN:|Poison overwritten|Redzone|Object padding|Freepointer corrupt|"
     r"possible circular locking|inconsistent lock state|possible recursive locking|"
     r"suspicious RCU usage|sleeping function called from invalid context|"
     r"unreferenced object|soft lockup|hard LOCKUP|hung_task|blocked for more|"
-    r"list_(add|del) corruption|stopped holding")
+    r"list_(add|del) corruption|stalled pool shutdown|stopped holding")
 
 
 def kernel_trouble(text: str) -> list[str]:
     """The lines of a kernel log that report a bug."""
     return [l for l in text.splitlines() if KERNEL_TROUBLE.search(l)]
+
+
 MARKER = re.compile(rb"\n@@NBA-END (\S+) (-?\d+)@@\n")
 
 
