@@ -53,8 +53,9 @@ Commands: run(cmd, timeout) sends a script to the agent, which runs it with
 Logs: build/guest/console-<name>.<pid>.log (serial console, kernel loglevel
   5: warnings, oopses and /init's lines), qemu-<name>.<pid>.log (QEMU's
   command line and messages); <pid> is the process that runs the guest, and
-  a later boot of the same name removes those of processes that are gone.  Boot timeout: NETBLK_BOOT_TIMEOUT (s, default 300: a hang,
-  not a slow host).
+  a later boot of the same name removes those of processes that are gone.
+  Boot timeout: NETBLK_BOOT_TIMEOUT (s, default 300: a hang, not a slow
+  host).
 
 Kernel checks (checks=True, what the tests use): the kernel boots with
   CHECKS_CMDLINE -- SLUB debugging (red zones, poisoning, sanity checks),
