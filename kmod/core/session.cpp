@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Sessions, cookies and replay windows: see session.h. */
+#include "session.h"
+
+namespace nb {
+
+constexpr int err_nomem = 12;
+constexpr int err_inval = 22;
+
+constexpr u16 entry_fresh = 0;
+constexpr u16 entry_in_flight = 1;
+constexpr u16 entry_done = 2;	/* + the status */
+
+/* ---- replay_window ---- */
+
+void replay_window::reset()
+{
+	top_ = 0;
+	for (u32 i = 0; i < size; i++)
+		entries_[i] = entry_fresh;
+}
+
+replay_window::state replay_window::look(u64 seq, u16 *status) const
+{
+	if (seq > top_)
+		return seq - top_ > size ? state::too_far : state::fresh;
+	/* seq 0 never is: it lies below the window of a session just opened */
+	if (top_ - seq >= size || seq == 0)
+		return state::stale;
+
+	u16 e = entries_[seq % size];
+	if (e == entry_fresh)
+		return state::fresh;
+	if (e == entry_in_flight)
+		return state::in_flight;
+	*status = (u16)(e - entry_done);
+	return state::done;
+}
+
+void replay_window::start(u64 seq)
+{
+	if (seq > top_) {
+		/* the numbers the window moves over were never seen */
+		u64 gap = seq - top_;
+
+		if (gap >= size) {
+			for (u32 i = 0; i < size; i++)
+				entries_[i] = entry_fresh;
+		} else {
+			for (u64 s = top_ + 1; s < seq; s++)
+				entries_[s % size] = entry_fresh;
+		}
+		top_ = seq;
+	}
+	entries_[seq % size] = entry_in_flight;
+}
+
+void replay_window::finish(u64 seq, u16 status)
+{
+	/* one that fell out of the window meanwhile has no entry left */
+	if (inside(seq))
+		entries_[seq % size] = (u16)(entry_done + status);
+}
+
+void replay_window::forget(u64 seq)
+{
+	if (inside(seq))
+		entries_[seq % size] = entry_fresh;
+}
+
+/* ---- cookies and tokens ---- */
+
+/* Domain separation: a cookie can never be mistaken for a token. */
+constexpr u64 label_cookie = 0x636f6f6b6965ull;	/* "cookie" */
+constexpr u64 label_token = 0x746f6b656eull;	/* "token" */
+
+static u64 keyed(const siphash_key &secret, u64 label, u64 a, u64 b, u64 c)
+{
+	siphash h(secret);
+
+	h.update_u64(label);
+	h.update_u64(a);
+	h.update_u64(b);
+	h.update_u64(c);
+	return h.final();
+}
+
+int session_table::init(u32 capacity, const siphash_key &secret)
+{
+	if (capacity == 0)
+		return -err_inval;
+	sessions_ = new session[capacity]();
+	if (!sessions_)
+		return -err_nomem;
+	capacity_ = capacity;
+	secret_ = secret;
+	for (u32 i = 0; i < capacity; i++)
+		sessions_[i].window.reset();
+	return 0;
+}
+
+void session_table::destroy()
+{
+	delete[] sessions_;
+	sessions_ = nullptr;
+	capacity_ = 0;
+}
+
+u64 session_table::cookie(u32 ip, u16 port, u64 nonce, u64 now_ns) const
+{
+	return keyed(secret_, label_cookie, now_ns >> cookie_epoch_shift, pack_peer(ip, port),
+		     nonce);
+}
+
+bool session_table::cookie_valid(u32 ip, u16 port, u64 nonce, u64 cookie_value,
+				 u64 now_ns) const
+{
+	u64 epoch = now_ns >> cookie_epoch_shift;
+	u64 peer = pack_peer(ip, port);
+
+	if (keyed(secret_, label_cookie, epoch, peer, nonce) == cookie_value)
+		return true;
+	return epoch > 0 && keyed(secret_, label_cookie, epoch - 1, peer, nonce) == cookie_value;
+}
+
+/* ---- the table ---- */
+
+void session_table::close(session &s)
+{
+	__atomic_store_n(&s.token, 0, __ATOMIC_RELAXED);
+	open_--;
+}
+
+/*
+ * Where a new session from @peer goes: when its IPv4 address holds
+ * per_source_max already, that address's idlest; else a free entry; else
+ * the idlest of all, if idle long enough.  Never one with requests at the
+ * disk.  capacity_ if none.
+ */
+u32 session_table::pick_entry(u64 peer, u64 now_ns)
+{
+	u64 source = peer >> 16;
+	u32 free_entry = capacity_, own = capacity_, any = capacity_, own_count = 0;
+
+	for (u32 i = 0; i < capacity_; i++) {
+		const session &s = sessions_[i];
+
+		if (!s.token) {
+			if (free_entry == capacity_)
+				free_entry = i;
+			continue;
+		}
+		bool mine = s.peer >> 16 == source;
+
+		if (mine)
+			own_count++;
+		if (s.in_flight)
+			continue;
+		if (mine && (own == capacity_ ||
+				       s.last_used_ns < sessions_[own].last_used_ns))
+			own = i;
+		if (now_ns - s.last_used_ns >= idle_evict_ns &&
+		    (any == capacity_ || s.last_used_ns < sessions_[any].last_used_ns))
+			any = i;
+	}
+	if (own_count >= per_source_max)
+		return own;
+	return free_entry != capacity_ ? free_entry : any;
+}
+
+session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 now_ns,
+					       u32 *id, u64 *token)
+{
+	u64 peer = pack_peer(ip, port);
+
+	for (u32 i = 0; i < capacity_; i++) {
+		session &s = sessions_[i];
+
+		if (s.token && s.peer == peer && s.nonce == nonce) {
+			s.last_used_ns = now_ns;
+			*id = session_id(i);
+			*token = s.token;
+			return open_result::again;
+		}
+	}
+
+	u32 i = pick_entry(peer, now_ns);
+	if (i == capacity_) {
+		counters_.refused++;
+		return open_result::full;
+	}
+	session &s = sessions_[i];
+	if (s.token) {
+		close(s);
+		counters_.evicted++;
+	}
+	u64 t = keyed(secret_, label_token, ++created_, peer, nonce);
+	s.nonce = nonce;
+	s.last_used_ns = now_ns;
+	s.in_flight = 0;
+	s.window.reset();
+	__atomic_store_n(&s.peer, peer, __ATOMIC_RELAXED);
+	__atomic_store_n(&s.token, t ? t : 1, __ATOMIC_RELEASE);
+	open_++;
+	counters_.opened++;
+	*id = session_id(i);
+	*token = s.token;
+	return open_result::opened;
+}
+
+bool session_table::matches(u32 id, u64 token, u32 ip, u16 port) const
+{
+	if (id == 0 || id > capacity_ || token == 0)
+		return false;
+
+	const session &s = sessions_[id - 1];
+	return __atomic_load_n(&s.token, __ATOMIC_ACQUIRE) == token &&
+	       __atomic_load_n(&s.peer, __ATOMIC_RELAXED) == pack_peer(ip, port);
+}
+
+session *session_table::find(u32 id, u64 token, u32 ip, u16 port)
+{
+	if (id == 0 || id > capacity_ || token == 0)
+		return nullptr;
+
+	session &s = sessions_[id - 1];
+	if (s.token != token || s.peer != pack_peer(ip, port))
+		return nullptr;
+	return &s;
+}
+
+} /* namespace nb */

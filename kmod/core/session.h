@@ -1,0 +1,134 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Protocol v2's sessions (docs/protocol.md, "Sessions"): the stateless HELLO
+ * cookie that proves a client can receive at the address it sends from, the
+ * table of open sessions, allocated when the instance starts, and each
+ * session's replay window, which makes every request that changes the disk
+ * happen at most once however often the network delivers it.
+ *
+ * Threads: the worker alone opens, evicts and looks up sessions and moves
+ * their windows.  The receive path only asks matches(), a filter that spares
+ * a slot to a datagram of no session; it reads the two words a session is
+ * known by with atomic loads, and the worker checks again.
+ */
+#ifndef NETBLK_CORE_SESSION_H
+#define NETBLK_CORE_SESSION_H
+
+#include "siphash.h"
+#include "types.h"
+
+namespace nb {
+
+/*
+ * What became of each of the last `size` sequence numbers of a session's
+ * requests that change the disk, as in IPsec's anti-replay window (RFC 4303
+ * 3.4.3), with the status of each one done kept so that a duplicate is
+ * answered as the original was.  Sequence numbers start at 1.
+ */
+class replay_window {
+public:
+	static constexpr u32 size = 1024;
+
+	enum class state : u8 {
+		fresh,		/* never seen: execute it */
+		in_flight,	/* at the disk now: drop the duplicate */
+		done,		/* answered: answer the duplicate the same, do not execute */
+		stale,		/* older than the window: refuse, never execute */
+		too_far,	/* more than `size` ahead of any seen: refuse */
+	};
+
+	void reset();
+	u64 top() const { return top_; }
+	/* What @seq is; for done, *@status is the original's answer. */
+	state look(u64 seq, u16 *status) const;
+	/* @seq (fresh) goes to the disk: the window moves up to it. */
+	void start(u64 seq);
+	/* @seq was answered @status: its duplicates get the same. */
+	void finish(u64 seq, u16 status);
+	/* @seq was not executed after all (the disk said "again"): fresh again. */
+	void forget(u64 seq);
+
+private:
+	bool inside(u64 seq) const { return seq <= top_ && top_ - seq < size; }
+
+	u64 top_;		/* the highest sequence number started */
+	/* by seq % size: 0 fresh, 1 in flight, 2 + status done */
+	u16 entries_[size];
+};
+
+struct session {
+	u64 token;		/* 0: the entry is free.  Atomic: matches() reads it */
+	u64 peer;		/* the client's IPv4 (network order) << 16 | port.  Atomic */
+	u64 nonce;		/* the client's HELLO nonce: a resent HELLO gets this session again */
+	u64 last_used_ns;
+	u32 in_flight;		/* its requests at the disk: it is not evicted meanwhile */
+	replay_window window;
+};
+
+/* The session table's counters; the worker writes them all. */
+struct session_counters {
+	u64 opened;		/* sessions opened */
+	u64 evicted;		/* idle sessions closed to make room */
+	u64 refused;		/* HELLOs with a valid cookie refused: no room */
+	u64 duplicates;		/* duplicates of answered requests, answered without the disk */
+	u64 duplicates_in_flight;	/* duplicates of requests at the disk, dropped */
+	u64 stale;		/* refused: older than the window (ESTALE) */
+	u64 too_far;		/* refused: too far ahead of the window (EOVERFLOW) */
+};
+
+class session_table {
+public:
+	/* A session nobody used for this long may be closed to make room. */
+	static constexpr u64 idle_evict_ns = 60ull * 1000000000ull;
+	/* Sessions one IPv4 address may hold; a new one replaces its idlest. */
+	static constexpr u32 per_source_max = 16;
+	/* Cookies are good for one to two of these (2^36 ns, about 69 s). */
+	static constexpr u32 cookie_epoch_shift = 36;
+
+	enum class open_result : u8 { opened, again, full };
+
+	int init(u32 capacity, const siphash_key &secret);
+	void destroy();
+	u32 capacity() const { return capacity_; }
+	u32 open_count() const { return open_; }
+	const session_counters &counters() const { return counters_; }
+	session_counters &counters() { return counters_; }
+
+	/* The cookie a HELLO from @ip:@port with @nonce must bring back. */
+	u64 cookie(u32 ip, u16 port, u64 nonce, u64 now_ns) const;
+	/* Made now or in the epoch before: a cookie lives 69 to 138 s. */
+	bool cookie_valid(u32 ip, u16 port, u64 nonce, u64 cookie, u64 now_ns) const;
+
+	/*
+	 * Open a session for a HELLO that brought a valid cookie: the source
+	 * address's idlest when it holds per_source_max, else a free entry,
+	 * else the idlest of all idle for idle_evict_ns.  The same HELLO again (its
+	 * answer was lost) gets the same session (again).  full: none can be
+	 * had, and no active session was pushed out.
+	 */
+	open_result open(u32 ip, u16 port, u64 nonce, u64 now_ns, u32 *id, u64 *token);
+
+	/* The receive path's filter (any CPU): might @id be this client's session? */
+	bool matches(u32 id, u64 token, u32 ip, u16 port) const;
+	/* The worker's lookup: the session, or null. */
+	session *find(u32 id, u64 token, u32 ip, u16 port);
+
+private:
+	static u64 pack_peer(u32 ip, u16 port) { return (u64)ip << 16 | port; }
+	u32 pick_entry(u64 peer, u64 now_ns);
+	void close(session &s);
+
+	session *sessions_ = nullptr;
+	u32 capacity_ = 0;
+	u32 open_ = 0;
+	u64 created_ = 0;	/* sessions ever opened: every token is made from a new one */
+	siphash_key secret_ = {};
+	session_counters counters_ = {};
+};
+
+/* Session ids on the wire: the entry's index + 1, so that 0 is "none". */
+constexpr u32 session_id(u32 index) { return index + 1; }
+
+} /* namespace nb */
+
+#endif

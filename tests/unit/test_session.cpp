@@ -1,0 +1,315 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Protocol v2's sessions: the replay window (reorder, duplicates, wrap,
+ * far-ahead and stale numbers), cookies and their rotation, the session
+ * table's eviction under a flood of HELLOs.
+ */
+#include <gtest/gtest.h>
+
+#include "session.h"
+
+using nb::replay_window;
+using nb::session;
+using nb::session_table;
+using nb::u16;
+using nb::u32;
+using nb::u64;
+
+using st = replay_window::state;
+
+constexpr u64 sec = 1000000000ull;
+
+class Window : public ::testing::Test {
+protected:
+	void SetUp() override { w.reset(); }
+	st look(u64 seq)
+	{
+		status = 0xffff;
+		return w.look(seq, &status);
+	}
+	replay_window w;
+	u16 status = 0;
+};
+
+TEST_F(Window, AnsweredOnceThenItsDuplicatesGetTheSameStatus)
+{
+	EXPECT_EQ(look(1), st::fresh);
+	w.start(1);
+	EXPECT_EQ(look(1), st::in_flight);
+	w.finish(1, 5);
+	EXPECT_EQ(look(1), st::done);
+	EXPECT_EQ(status, 5) << "the duplicate is answered as the original was (EIO)";
+	w.start(2);
+	w.finish(2, 0);
+	EXPECT_EQ(look(2), st::done);
+	EXPECT_EQ(status, 0);
+}
+
+TEST_F(Window, ZeroIsNeverASequenceNumber)
+{
+	EXPECT_EQ(look(0), st::stale);
+}
+
+TEST_F(Window, ReorderedWithinTheWindowIsExecutedOnce)
+{
+	w.start(10);
+	EXPECT_EQ(look(3), st::fresh) << "below the top, never seen";
+	w.start(3);
+	w.finish(3, 0);
+	EXPECT_EQ(look(3), st::done);
+	EXPECT_EQ(look(9), st::fresh);
+	EXPECT_EQ(w.top(), 10u) << "an older number does not move the window";
+}
+
+TEST_F(Window, OlderThanTheWindowIsStale)
+{
+	w.start(1);
+	w.finish(1, 0);
+	w.start(1 + replay_window::size - 1);
+	EXPECT_EQ(look(1), st::done) << "the oldest still inside";
+	w.start(1 + replay_window::size);
+	EXPECT_EQ(look(1), st::stale) << "one more, and it is out: refused, never run again";
+	EXPECT_EQ(look(2), st::fresh);
+}
+
+TEST_F(Window, MovingUpForgetsWhatItPasses)
+{
+	/* every entry used once around the ring, then the window moves on */
+	for (u64 s = 1; s <= replay_window::size; s++) {
+		w.start(s);
+		w.finish(s, 0);
+	}
+	w.start(replay_window::size + 500);
+	for (u64 s = replay_window::size + 1; s < replay_window::size + 500; s++)
+		ASSERT_EQ(look(s), st::fresh) << s << " was never seen: its entry was an old one";
+	for (u64 s = 501; s <= replay_window::size; s++)
+		ASSERT_EQ(look(s), st::done) << s;
+	EXPECT_EQ(look(500), st::stale);
+}
+
+TEST_F(Window, FarAheadIsRefusedAndMovesNothing)
+{
+	w.start(5);
+	EXPECT_EQ(look(5 + replay_window::size), st::fresh) << "as far as the window reaches";
+	EXPECT_EQ(look(6 + replay_window::size), st::too_far);
+	EXPECT_EQ(look(~0ull), st::too_far);
+	EXPECT_EQ(w.top(), 5u);
+	EXPECT_EQ(look(5), st::in_flight);
+}
+
+TEST_F(Window, AJumpOfAWholeWindowClearsEverything)
+{
+	for (u64 s = 1; s <= 100; s++) {
+		w.start(s);
+		w.finish(s, 0);
+	}
+	w.start(100 + replay_window::size);
+	for (u64 s = 101; s < 100 + replay_window::size; s++)
+		ASSERT_EQ(look(s), st::fresh) << s;
+	EXPECT_EQ(look(100), st::stale);
+}
+
+TEST_F(Window, ACompletionThatFellOutOfTheWindowTouchesNoNewEntry)
+{
+	w.start(1);	/* at the disk while the window moves a whole size on */
+	w.start(1 + replay_window::size);
+	w.finish(1, 5);
+	EXPECT_EQ(look(1 + replay_window::size), st::in_flight)
+		<< "the old request's status must not land on the new one's entry";
+	EXPECT_EQ(look(1), st::stale);
+}
+
+TEST_F(Window, ForgottenIsFreshAgain)
+{
+	w.start(7);
+	w.forget(7);
+	EXPECT_EQ(look(7), st::fresh);
+}
+
+TEST_F(Window, WrapsAroundTheRingManyTimes)
+{
+	for (u64 s = 1; s < 20 * replay_window::size; s++) {
+		ASSERT_EQ(look(s), st::fresh) << s;
+		w.start(s);
+		w.finish(s, (u16)(s & 1));
+		ASSERT_EQ(look(s), st::done);
+		ASSERT_EQ(status, s & 1);
+	}
+}
+
+/* ---- cookies ---- */
+
+static nb::siphash_key secret(u64 k)
+{
+	return nb::siphash_key{k, ~k};
+}
+
+class Table : public ::testing::Test {
+protected:
+	void TearDown() override { t.destroy(); }
+	void init(u32 capacity) { ASSERT_EQ(t.init(capacity, secret(42)), 0); }
+	session_table t;
+};
+
+constexpr u32 ip_a = 0x0a000002, ip_b = 0x0a000003;
+constexpr u64 epoch_ns = 1ull << session_table::cookie_epoch_shift;
+
+TEST_F(Table, CookieIsBoundToAddressPortAndNonce)
+{
+	init(4);
+	u64 now = 1000 * sec;
+	u64 c = t.cookie(ip_a, 7000, 99, now);
+
+	EXPECT_TRUE(t.cookie_valid(ip_a, 7000, 99, c, now));
+	EXPECT_FALSE(t.cookie_valid(ip_b, 7000, 99, c, now)) << "another address";
+	EXPECT_FALSE(t.cookie_valid(ip_a, 7001, 99, c, now)) << "another port";
+	EXPECT_FALSE(t.cookie_valid(ip_a, 7000, 98, c, now)) << "another nonce";
+	EXPECT_FALSE(t.cookie_valid(ip_a, 7000, 99, c ^ 1, now));
+
+	session_table other;
+	ASSERT_EQ(other.init(4, secret(43)), 0);
+	EXPECT_FALSE(other.cookie_valid(ip_a, 7000, 99, c, now))
+		<< "an instance started again has a new secret: old cookies are void";
+	other.destroy();
+}
+
+TEST_F(Table, CookiesRotate)
+{
+	init(4);
+	u64 start = 10 * epoch_ns;	/* the beginning of an epoch */
+	u64 c = t.cookie(ip_a, 7000, 1, start);
+
+	EXPECT_TRUE(t.cookie_valid(ip_a, 7000, 1, c, start + epoch_ns - 1));
+	EXPECT_TRUE(t.cookie_valid(ip_a, 7000, 1, c, start + 2 * epoch_ns - 1))
+		<< "still good in the next epoch";
+	EXPECT_FALSE(t.cookie_valid(ip_a, 7000, 1, c, start + 2 * epoch_ns))
+		<< "two epochs on, gone";
+	EXPECT_NE(t.cookie(ip_a, 7000, 1, start + epoch_ns), c) << "each epoch its own";
+}
+
+/* ---- the table ---- */
+
+TEST_F(Table, OpenFindAndTheSameHelloAgain)
+{
+	init(4);
+	u32 id;
+	u64 token;
+
+	ASSERT_EQ(t.open(ip_a, 7000, 5, sec, &id, &token), session_table::open_result::opened);
+	EXPECT_NE(id, 0u);
+	EXPECT_NE(token, 0u);
+	EXPECT_TRUE(t.matches(id, token, ip_a, 7000));
+	EXPECT_NE(t.find(id, token, ip_a, 7000), nullptr);
+	EXPECT_EQ(t.find(id, token ^ 1, ip_a, 7000), nullptr) << "a guessed token";
+	EXPECT_EQ(t.find(id, token, ip_b, 7000), nullptr) << "another address";
+	EXPECT_EQ(t.find(id, token, ip_a, 7001), nullptr) << "another port";
+	EXPECT_FALSE(t.matches(0, token, ip_a, 7000));
+	EXPECT_FALSE(t.matches(5, token, ip_a, 7000)) << "beyond the table";
+
+	u32 id2;
+	u64 token2;
+	EXPECT_EQ(t.open(ip_a, 7000, 5, 2 * sec, &id2, &token2), session_table::open_result::again);
+	EXPECT_EQ(id2, id);
+	EXPECT_EQ(token2, token);
+	EXPECT_EQ(t.open_count(), 1u);
+
+	EXPECT_EQ(t.open(ip_a, 7000, 6, 2 * sec, &id2, &token2), session_table::open_result::opened)
+		<< "a client that started again (new nonce) gets a new session";
+	EXPECT_NE(token2, token);
+	EXPECT_EQ(t.open_count(), 2u);
+}
+
+TEST_F(Table, ANewSessionInTheSameEntryNeverTakesTheOldOnesDatagrams)
+{
+	init(1);
+	u32 id, id2;
+	u64 token, token2;
+
+	ASSERT_EQ(t.open(ip_a, 7000, 1, 0, &id, &token), session_table::open_result::opened);
+	t.find(id, token, ip_a, 7000)->window.start(1);
+	t.find(id, token, ip_a, 7000)->window.finish(1, 0);
+	/* the same client, same port, after a restart and long enough idle */
+	ASSERT_EQ(t.open(ip_a, 7000, 2, 2 * session_table::idle_evict_ns, &id2, &token2),
+		  session_table::open_result::opened);
+	EXPECT_EQ(id2, id) << "the one entry";
+	EXPECT_NE(token2, token);
+	EXPECT_EQ(t.find(id, token, ip_a, 7000), nullptr) << "the old session's datagrams find nothing";
+	u16 status;
+	EXPECT_EQ(t.find(id2, token2, ip_a, 7000)->window.look(1, &status),
+		  replay_window::state::fresh) << "a new session starts with a new window";
+	EXPECT_EQ(t.counters().evicted, 1u);
+}
+
+TEST_F(Table, AFloodOfHellosPushesOutNoActiveSession)
+{
+	init(64);
+	u32 id;
+	u64 token, now = 100 * sec;
+
+	ASSERT_EQ(t.open(ip_a, 7000, 1, now, &id, &token), session_table::open_result::opened);
+	session *victim = t.find(id, token, ip_a, 7000);
+
+	/* HELLOs with valid cookies from many addresses (a flood from real hosts) */
+	u32 refused = 0;
+	for (u32 i = 0; i < 10000; i++) {
+		u32 idx;
+		u64 tok;
+
+		now += sec / 1000;
+		victim->last_used_ns = now;	/* the client keeps using its session */
+		if (t.open(0x0b000000 + i, 9000, i, now, &idx, &tok) == session_table::open_result::full)
+			refused++;
+	}
+	EXPECT_EQ(t.find(id, token, ip_a, 7000), victim) << "the active client is still served";
+	EXPECT_EQ(t.open_count(), 64u) << "bounded";
+	EXPECT_EQ(refused, 10000u - 63u) << "once full, nothing active is evicted";
+	EXPECT_EQ(t.counters().refused, refused);
+	EXPECT_EQ(t.counters().evicted, 0u);
+}
+
+TEST_F(Table, IdleSessionsMakeRoom)
+{
+	init(2);
+	u32 id_a, id_b, id_c;
+	u64 tok_a, tok_b, tok_c;
+
+	t.open(ip_a, 1, 1, 0, &id_a, &tok_a);
+	t.open(ip_b, 1, 1, 10 * sec, &id_b, &tok_b);
+	EXPECT_EQ(t.open(0x0a000009, 1, 1, 30 * sec, &id_c, &tok_c), session_table::open_result::full)
+		<< "nobody idle a minute yet";
+	ASSERT_EQ(t.open(0x0a000009, 1, 1, session_table::idle_evict_ns + 5 * sec, &id_c, &tok_c),
+		  session_table::open_result::opened);
+	EXPECT_EQ(id_c, id_a) << "the idlest made room";
+	EXPECT_EQ(t.find(id_a, tok_a, ip_a, 1), nullptr);
+	EXPECT_NE(t.find(id_b, tok_b, ip_b, 1), nullptr);
+}
+
+TEST_F(Table, ASessionWithRequestsAtTheDiskIsNeverEvicted)
+{
+	init(1);
+	u32 id, id2;
+	u64 token, token2;
+
+	t.open(ip_a, 1, 1, 0, &id, &token);
+	t.find(id, token, ip_a, 1)->in_flight = 1;
+	EXPECT_EQ(t.open(ip_b, 1, 1, 10 * session_table::idle_evict_ns, &id2, &token2),
+		  session_table::open_result::full);
+	EXPECT_NE(t.find(id, token, ip_a, 1), nullptr);
+}
+
+TEST_F(Table, OneAddressCannotHoldMoreThanItsShare)
+{
+	init(64);
+	u32 id, first_id;
+	u64 token, first_token;
+
+	t.open(ip_a, 1000, 0, 0, &first_id, &first_token);
+	for (u32 i = 1; i < 100; i++)
+		ASSERT_NE(t.open(ip_a, (nb::u16)(1000 + i), i, i, &id, &token),
+			  session_table::open_result::full)
+			<< "a client restarting keeps getting sessions";
+	EXPECT_EQ(t.open_count(), session_table::per_source_max);
+	EXPECT_EQ(t.find(first_id, first_token, ip_a, 1000), nullptr) << "its own idlest made room";
+	ASSERT_EQ(t.open(ip_b, 1, 1, 200, &id, &token), session_table::open_result::opened)
+		<< "and every other address still finds room";
+}
