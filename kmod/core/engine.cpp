@@ -128,7 +128,7 @@ netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 	reply.tag = 0;
 	if (status == status_ekeyrejected)
 		/* untagged (the client may not have the key): what it needs instead */
-		reply.flags = (u16)(flag_auth_key | (auth_.data ? flag_auth_data : 0));
+		reply.flags = auth_flags();
 	*len = write_reply_headers(data, route, reply, 0, 0);
 	if (status != status_ekeyrejected)
 		seal(auth_, data + *len - header_size, nullptr, 0);
@@ -314,6 +314,7 @@ netblk_rx_verdict engine::hello(rx_counters &c, void *frame, u8 *data, u32 *len,
 	header reply = h;
 	reply.op = (u8)(h.op | op_reply_bit);
 	reply.status = status_ok;
+	reply.flags = auth_flags();
 	reply.token = sessions_.cookie(layout.src_ip, layout.src_port, h.seq, now_ns);
 	*len = write_reply_headers(data, route, reply, 0, 0);
 	seal(auth_, data + *len - header_size, nullptr, 0);
@@ -383,6 +384,7 @@ void engine::open_session(u32 index, slot &s, u64 now_ns)
 
 	s.request.session = id;
 	s.request.token = token;
+	s.request.flags = auth_flags();
 	add_once(worker_.submitted, 1);
 	answer_now(index, r == session_table::open_result::full ? status_eusers : status_ok);
 }

@@ -118,6 +118,11 @@ public:
 
 private:
 	endpoint local() const;
+	/* What a HELLO's answer says of the instance's tags (and an EKEYREJECTED's). */
+	u16 auth_flags() const
+	{
+		return (u16)((auth_.keyed ? flag_auth_key : 0) | (auth_.data ? flag_auth_data : 0));
+	}
 	void count_drop(rx_counters &c, drop_reason why) { add_once(c.dropped[why], 1); }
 	netblk_rx_verdict refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 					  const reply_route &route, const header &h, u16 status);

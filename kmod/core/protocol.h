@@ -38,7 +38,10 @@ constexpr bool op_changes_disk(u8 op)
 
 constexpr u16 flag_fua = 1u << 0;
 constexpr u16 flags_known = flag_fua;
-/* In an EKEYREJECTED answer: what the instance wants (the client cannot guess). */
+/*
+ * In HELLO's answers and EKEYREJECTED's: what the instance's tags cover, so
+ * that a client with the key in the other mode is told, not left guessing.
+ */
 constexpr u16 flag_auth_key = 1u << 8;
 constexpr u16 flag_auth_data = 1u << 9;
 
