@@ -972,6 +972,9 @@ class Client:
                                             token != self.session.token):
                 stats.stray += 1  # of a session before this one
                 continue
+            if job.hello_token and not session and not status:
+                stats.duplicates += 1  # the cookie's answer again: wait for the session's
+                continue
             if auth is not None and status != errno.EKEYREJECTED and \
                     tag != auth.tag(view[:HEADER_SIZE], view[HEADER_SIZE:n]):
                 stats.stray += 1  # not from the instance: a forgery, or another key
