@@ -17,6 +17,13 @@
  * receive() runs in NIC softirqs (any CPU), complete() in the disk's
  * completion context (any CPU), submit() and reply() in the worker; they
  * meet only in the rings.
+ *
+ * Protocol v2's sessions (session.h) are the worker's: submit() admits each
+ * request -- its session must still be open, and one that changes the disk
+ * must be new to the session's replay window -- and reply() records what
+ * became of it there.  The receive path answers HELLO's cookies itself (they
+ * keep nothing) and turns away datagrams of no session before they take a
+ * slot.
  */
 #ifndef NETBLK_CORE_ENGINE_H
 #define NETBLK_CORE_ENGINE_H

@@ -314,7 +314,16 @@ TEST_F(v2, KeyedInstanceAnswersOnlyTaggedDatagramsAndTagsItsReplies)
 	EXPECT_EQ(h.tag, 0u);
 	EXPECT_EQ(stats().auth_failed, 1u);
 
+	/* HELLO's answer says what the tags cover, so a client in the wrong mode is told */
 	test::session.auth = client_auth;
+	ASSERT_EQ(receive(hello_request(77), &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).flags, flag_auth_key);
+	EXPECT_EQ(load_be64(reply.data() + eth_header_size + ipv4_header_size + udp_header_size +
+			    tag_offset),
+		  compute_tag(client_auth,
+			      reply.data() + eth_header_size + ipv4_header_size + udp_header_size,
+			      nullptr, 0)) << "and is tagged";
+
 	inst->disk.assign(disk_size, 0x3c);
 	receive(request(op_read, 0, 1024));
 	work();
