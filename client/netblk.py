@@ -558,10 +558,19 @@ class Client:
         first = _Job(OP_HELLO, 0, 0, seq=nonce, raw=True, hello_token=0)
         self._run([first], 1, hello=True)
         r = first.reply
-        if r.status == STATUS_OK and not r.session:
+        busy = 0
+        while r.status == STATUS_OK and not r.session:
+            # the cookie back; it takes one of the instance's slots, which a
+            # busy instance may have none of (EAGAIN): again after a back-off
             again = _Job(OP_HELLO, 0, 0, seq=nonce, raw=True, hello_token=r.token)
             self._run([again], 1, hello=True)
-            r = again.reply
+            if again.reply.status != errno.EAGAIN or busy >= self.busy_tries:
+                r = again.reply
+                break
+            busy += 1
+            self.stats.busy += 1
+            time.sleep(min(self.backoff_min * (2 ** min(busy - 1, 16)), self.backoff_max) *
+                       random.uniform(0.5, 1.5))
         if r.status != STATUS_OK:
             raise self._refused(first, r.status, 0, 0, r.flags)
         if not r.session:

@@ -26,6 +26,8 @@ Knobs (all attributes, changeable while it runs):
     stray      before each reply: a datagram with the wrong magic, one with an
                unknown seq and one that is too short
     key, auth_data  a keyed instance (16 bytes), tags over the data too
+    busy_hellos  the first N HELLOs that bring their cookie are answered EAGAIN
+                 (the module's take a slot, which a busy instance may not have)
     silent     answer nothing at all
     eio        [(offset, length), ...]: READ chunks overlapping these fail EIO
     corrupt_at a device offset whose byte READs return inverted (None: off)
@@ -94,7 +96,8 @@ class FakeServer:
                  duplicate: bool = False, stray: bool = False, silent: bool = False,
                  eio=(), drop=None, corrupt_at: int | None = None,
                  fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0,
-                 key: bytes | None = None, auth_data: bool = False, trim: bool = True):
+                 key: bytes | None = None, auth_data: bool = False, trim: bool = True,
+                 busy_hellos: int = 0):
         self.size = size
         self.sector = sector
         self.max_io = max_io
@@ -119,6 +122,7 @@ class FakeServer:
         self.corrupt_at = corrupt_at
         self.auth = Auth(key, auth_data) if key is not None else None
         self.trim = trim
+        self.busy_hellos = busy_hellos
         self.secret = random.Random(seed + 2).randbytes(16)
         self.sessions: dict[int, _Session] = {}
         self._next_session = 1
@@ -279,6 +283,10 @@ class FakeServer:
         if cookie != self._cookie(addr, nonce):
             self._emit(self._header(OP_HELLO, 0, nonce, 0, 0, self._auth_flags(), 0,
                                     self._cookie(addr, nonce)), addr)
+            return
+        if self.busy_hellos > 0:
+            self.busy_hellos -= 1
+            self._emit(self._header(OP_HELLO, errno.EAGAIN, nonce, 0, 0, 0, 0, cookie), addr)
             return
         s = next((s for s in self.sessions.values() if s.addr == addr and s.nonce == nonce),
                  None)

@@ -69,6 +69,12 @@ def test_a_session_is_opened_once_then_every_request_carries_it():
         assert c.stats.sessions == 1
 
 
+def test_a_busy_instance_answers_hello_eagain_and_the_client_tries_again():
+    with FakeServer(busy_hellos=3) as srv, client_for(srv) as c:
+        assert c.read(0, 512) == bytes(srv.disk[:512])
+        assert c.stats.busy == 3 and c.stats.sessions == 1
+
+
 def test_an_instance_started_again_gets_a_new_session_and_the_requests_again():
     with FakeServer() as srv, client_for(srv) as c:
         c.write(0, b"1" * 1024)

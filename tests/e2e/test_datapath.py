@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "client"))
 from guest import kernel_trouble  # noqa: E402
 from nbtest import host_elf, leaked  # noqa: E402
 from netblk import (  # noqa: E402
-    FLAG_FUA, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_VOLATILE_CACHE, MAGIC, OP_FLUSH,
-    OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE, OP_WRITE_ZEROES, Client, NetblkError,
-    NetblkTimeout, hello, pack_header, unpack_header,
+    FLAG_FUA, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_TRIM, INFO_VOLATILE_CACHE,
+    INFO_WRITE_ZEROES, MAGIC, OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
+    OP_WRITE_ZEROES, Client, NetblkError, NetblkTimeout, hello, pack_header, unpack_header,
 )
 
 P1, P2 = "/dev/nvme0n1p1", "/dev/nvme0n1p2"
@@ -326,7 +326,9 @@ def test_info_matches_device(netblk):
             info = c.info()
             assert (info.size, info.sector_size) == (size, ss), (dev, info)
             assert (info.max_io, info.max_read, info.slots) == (MAX_IO, MAX_READ, SLOTS), info
-            assert info.flags == dev_flags | (INFO_READ_ONLY if ro else 0), \
+            # QEMU's NVMe discards and writes zeroes (DSM, Write Zeroes)
+            assert info.flags == dev_flags | (INFO_READ_ONLY if ro else 0) | INFO_TRIM | \
+                INFO_WRITE_ZEROES, \
                 f"{dev} ({'ro' if ro else 'rw'}): INFO flags {info.flags:#x}, device says " \
                 f"write_cache={wc!r} fua={fua!r}"
             assert info.physical_block_size >= ss and info.max_trim and info.max_write_zeroes, info
@@ -449,7 +451,7 @@ def check_refused(c, cases):
             wrong.append(f"{name}: no answer ({e})")
             continue
         chunks = r.chunks or [r]
-        got = [(ch.status, ch.op, ch.handle, ch.offset, ch.length, len(ch.data)) for ch in chunks]
+        got = [(ch.status, ch.op, ch.seq, ch.offset, ch.length, len(ch.data)) for ch in chunks]
         want = [(status, op | OP_REPLY, handle, off, length, 0)]
         if got != want:
             wrong.append(f"{name}: sent op {op} {off}+{length} flags {flags:#x} v{version} "
