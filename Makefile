@@ -142,9 +142,9 @@ load: tools/netblk-load/netblk-load
 
 # It speaks the protocol with the core's own codec.
 tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
-		kmod/core/protocol.h kmod/core/types.h
+		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h
 	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -o $@ tools/netblk-load/netblk_load.cpp \
-		kmod/core/protocol.cpp
+		kmod/core/protocol.cpp kmod/core/siphash.cpp
 
 bench: deps
 	$(MAKE) bench-module netblkctl load

@@ -4,7 +4,8 @@ QEMU guest (ci/guest.py), on the same emulated NVMe partition
 (/dev/nvme0n1p1, 256 MiB), driven from the same host.  Standard library only.
 
     ci/bench.py [--seconds 4] [--sizes 1k,4k] [--windows 1,64]
-                [--workloads randread,randwrite] [--systems netblk,nbd-server,local]
+                [--workloads randread,randwrite]
+                [--systems netblk,netblk-auth-header,netblk-auth-full,nbd-server,local]
                 [--nic virtio|vmxnet3] [--out bench/results.json]
     (make bench BENCH_ARGS='--seconds 4'; --nic vmxnet3 writes
     bench/results-vmxnet3.json unless --out says otherwise)
@@ -16,6 +17,10 @@ Systems:
               in 4 datagrams; a 4 KiB write is 4 WRITEs of 1 KiB sent at once,
               complete when all 4 are answered (one request, one latency
               sample, 4 slots).
+  netblk-auth-header, netblk-auth-full
+              the same with a key (`key=FILE auth=header|full`; netblk-load
+              --key): what tagging every datagram costs, against netblk
+              without a key in the same run.
   nbd-server  nbd-server (Debian) in the guest exporting /dev/nvme0n1p1 on TCP
               10809; fio --ioengine=nbd on the host at nbd://127.0.0.1:<TCP
               forward>.  nbd-server has no O_DIRECT: it goes through the guest's
@@ -57,7 +62,8 @@ DEV_SIZE = 256 << 20
 NETBLK_PORT = 7000
 NBD_PORT = 10809
 USER_HZ = 100
-SYSTEMS = ("netblk", "nbd-server", "local")
+SYSTEMS = ("netblk", "netblk-auth-header", "netblk-auth-full", "nbd-server", "local")
+KEY_HEX = "000102030405060708090a0b0c0d0e0f"  # a bench's key: nothing to protect
 
 
 def log(msg: str) -> None:
@@ -154,11 +160,17 @@ class Bench:
         self.poll_us = poll_us
         self.local_engine = "io_uring"
         self.local_overhead_j = None
+        self.auth = None
 
     # ---- netblk
-    def netblk_setup(self) -> None:
+    def netblk_setup(self, auth: str | None = None) -> None:
+        self.auth = auth
+        opts = ""
+        if auth:
+            self.g.check(f"echo {KEY_HEX} > /tmp/bench.key && chmod 600 /tmp/bench.key")
+            opts = f" key=/tmp/bench.key auth={auth}"
         self.g.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
-        self.g.check(f"netblkctl start {DEV} {NETBLK_PORT} poll={self.poll_us}")
+        self.g.check(f"netblkctl start {DEV} {NETBLK_PORT} poll={self.poll_us}{opts}")
         log(self.g.check("netblkctl list"))
 
     def netblk_run(self, workload: str, size: int, window: int) -> dict:
@@ -166,6 +178,10 @@ class Bench:
         cmd = [str(LOAD), "127.0.0.1", str(hp), "--mode", workload, "--size", str(size),
                "--window", str(window), "--seconds", f"{self.seconds:g}",
                "--range", f"0:{DEV_SIZE}", "--seed", "1", "--json"]
+        if self.auth:
+            key = Path(tempfile.gettempdir()) / "netblk-bench.key"
+            key.write_text(KEY_HEX + "\n")
+            cmd += ["--key", str(key), "--auth", self.auth]
         t0 = time.monotonic()
         d0 = host_udp_drops()
         b0 = guest_busy(self.g)
@@ -328,15 +344,17 @@ def ratios(rows: list[dict]) -> list[dict]:
     for (system, wl, size, window), r in by.items():
         if system != "netblk":
             continue
-        for other in ("nbd-server", "local"):
+        for other in ("netblk-auth-header", "netblk-auth-full", "nbd-server", "local"):
             o = by.get((other, wl, size, window))
             if not o:
                 continue
-            out.append({"workload": wl, "size": size, "window": window,
-                        "vs": other, "what": f"netblk/{other}",
-                        "iops": ratio(r["iops"], o["iops"]),
-                        "p99": ratio(r["p99_us"], o["p99_us"]),
-                        "cpu_per_req": ratio(r["cpu_us_per_req"], o["cpu_us_per_req"])})
+            # a key's cost reads best as what it adds: keyed / unkeyed
+            a, b = (o, r) if other.startswith("netblk-") else (r, o)
+            out.append({"workload": wl, "size": size, "window": window, "vs": other,
+                        "what": f"{other}/netblk" if a is o else f"netblk/{other}",
+                        "iops": ratio(a["iops"], b["iops"]),
+                        "p99": ratio(a["p99_us"], b["p99_us"]),
+                        "cpu_per_req": ratio(a["cpu_us_per_req"], b["cpu_us_per_req"])})
     return out
 
 
@@ -397,7 +415,7 @@ def main() -> int:
             ap.error(f"unknown workload {w!r}")
 
     missing = []
-    if "netblk" in systems and not LOAD.exists():
+    if any(s.startswith("netblk") for s in systems) and not LOAD.exists():
         missing.append(f"{LOAD.relative_to(ROOT)} (make load)")
     fio = shutil.which("fio")
     nbd = shutil.which("nbd-server") or ("/usr/bin/nbd-server" if Path("/usr/bin/nbd-server").exists() else None)
@@ -437,7 +455,8 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
     zero_copy = checksum = None
     failures: list[str] = []
     with Guest("bench", checks=False, forwards=[("udp", 0, NETBLK_PORT), ("tcp", 0, NBD_PORT)],
-               extra_programs=programs, require_project="netblk" in systems,
+               extra_programs=programs,
+               require_project=any(s.startswith("netblk") for s in systems),
                memory=a.memory, cmdline=a.cmdline, nic=a.nic) as g:
         b = Bench(g, a.seconds, a.poll)
         guest_cpus = int(g.check("grep -c '^processor' /proc/cpuinfo").strip())
@@ -446,6 +465,10 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
                 continue
             setup, run, teardown = {
                 "netblk": (b.netblk_setup, b.netblk_run, b.netblk_teardown),
+                "netblk-auth-header": (lambda: b.netblk_setup("header"), b.netblk_run,
+                                       b.netblk_teardown),
+                "netblk-auth-full": (lambda: b.netblk_setup("full"), b.netblk_run,
+                                     b.netblk_teardown),
                 "nbd-server": (b.nbd_setup, b.nbd_run, b.nbd_teardown),
                 "local": (b.local_setup, b.local_run, lambda: None),
             }[system]

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""netblk client: talk to a netblk instance over UDP (wire protocol v1).
+"""netblk client: talk to a netblk instance over UDP (wire protocol v2).
 
 Command line:
 
@@ -7,11 +7,19 @@ Command line:
     netblk.py HOST PORT read OFFSET LENGTH FILE        (FILE '-' = stdout)
     netblk.py HOST PORT write OFFSET FILE [--fua]      (FILE '-' = stdin)
     netblk.py HOST PORT flush
+    netblk.py HOST PORT trim OFFSET LENGTH             (the device may forget the range)
+    netblk.py HOST PORT zero OFFSET LENGTH             (reads back zeros)
     netblk.py HOST PORT verify OFFSET LENGTH           (destroys the range)
     netblk.py HOST PORT bench --mode randread|randwrite|read|write
               [--size 1k] [--window 64] [--seconds 5] [--range OFFSET:LENGTH] [--json]
 
     common options: --timeout S (0.25) --tries N (20) --window N (64)
+                    --key FILE [--auth header|full] (a keyed instance's key)
+
+Every request goes in a session, opened with a HELLO when the client first
+needs one and opened again when the instance has forgotten it (it was
+started again): a resend reuses the request's sequence number, so the
+instance executes a request that changes the disk at most once.
 
 Sizes and offsets take k/m/g/t suffixes (powers of 1024) or plain bytes.
 
@@ -23,6 +31,7 @@ As a module:
     data = c.read(0, 1 << 20)       # bytes
     c.write(0, data, fua=True)
     c.flush()
+    c.trim(0, 1 << 20); c.write_zeroes(0, 4096)
     r = c.request(OP_READ, 0, 512)  # raw Reply, status not interpreted
 
 Python 3.11, standard library only.
@@ -47,31 +56,52 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
-# ---- protocol v1 -------------------------------------------------------------
+# ---- protocol v2 (docs/protocol.md) --------------------------------------------
 
 MAGIC = 0x4E424C4B  # "NBLK"
-VERSION = 1
+VERSION = 2
 
 OP_INFO = 1
 OP_READ = 2
 OP_WRITE = 3
 OP_FLUSH = 4
+OP_TRIM = 5
+OP_WRITE_ZEROES = 6
+OP_HELLO = 7
 OP_REPLY = 0x80
 
-OP_NAMES = {OP_INFO: "INFO", OP_READ: "READ", OP_WRITE: "WRITE", OP_FLUSH: "FLUSH"}
+OP_NAMES = {OP_INFO: "INFO", OP_READ: "READ", OP_WRITE: "WRITE", OP_FLUSH: "FLUSH",
+            OP_TRIM: "TRIM", OP_WRITE_ZEROES: "WRITE_ZEROES", OP_HELLO: "HELLO"}
 
 FLAG_FUA = 1 << 0
+# In an EKEYREJECTED answer: what the instance wants.
+FLAG_AUTH_KEY = 1 << 8
+FLAG_AUTH_DATA = 1 << 9
 
 INFO_READ_ONLY = 1 << 0
 INFO_VOLATILE_CACHE = 1 << 1
 INFO_FUA = 1 << 2
+INFO_TRIM = 1 << 3
+INFO_WRITE_ZEROES = 1 << 4
 
-HEADER = struct.Struct(">IBBHQQIH")  # magic version op status handle offset length flags
-HEADER_SIZE = HEADER.size  # 30
-INFO_PAYLOAD = struct.Struct(">QIIIIII")  # size sector max_io max_read flags slots reserved
-INFO_SIZE = INFO_PAYLOAD.size  # 32
+# magic version op status flags session token seq offset length reserved tag
+HEADER = struct.Struct(">IBBHHIQQQIIQ")
+HEADER_SIZE = HEADER.size  # 54
+TAG_OFFSET = 46  # the tag covers the header's bytes before it
+# size sector physical io_opt max_io max_read flags slots granularity max_trim max_zeroes
+INFO_PAYLOAD = struct.Struct(">QIIIIIIIIII")
+INFO_SIZE = INFO_PAYLOAD.size  # 48
+# Version 1's header: what an instance answers a datagram of another version in.
+V1_HEADER = struct.Struct(">IBBHQQIH")  # magic version op status handle offset length flags
 
-assert HEADER_SIZE == 30 and INFO_SIZE == 32
+assert HEADER_SIZE == 54 and INFO_SIZE == 48 and V1_HEADER.size == 30
+
+REPLAY_WINDOW = 1024  # sequence numbers an instance remembers a session's answers for
+# The client never has a request outstanding this far behind its newest, so
+# no resend of it can fall out of the window (ESTALE) or the newest run
+# ahead of it (EOVERFLOW).
+SEQ_SPAN = REPLAY_WINDOW // 2
+REOPENS_MAX = 8  # sessions one request may be sent in before the client gives up
 
 STATUS_OK = 0
 # What each status means coming from a netblk instance.
@@ -83,12 +113,97 @@ STATUS_TEXT = {
     errno.ERANGE: "beyond the end of the device",
     errno.EMSGSIZE: "longer than one request may be",
     errno.EPROTONOSUPPORT: "protocol version not supported",
-    errno.EOPNOTSUPP: "operation not supported",
+    errno.EOPNOTSUPP: "operation not supported by the instance or its device",
+    errno.ENOTCONN: "no such session (the instance was started again?)",
+    errno.ESTALE: "older than the session's replay window: not executed",
+    errno.EOVERFLOW: "too far ahead of the session's replay window: not executed",
+    errno.EUSERS: "the instance holds as many active sessions as it can",
+    errno.EKEYREJECTED: "no valid tag: the instance wants another key (or auth mode)",
 }
 
 RECV_BUFFER = 65536
 SO_NO_CHECK = getattr(socket, "SO_NO_CHECK", 11)  # Linux: send UDP checksum 0
 SOCKET_BUFFER = 8 << 20  # a window of 256 x 9 KB replies fits with room to spare
+
+# ---- SipHash-2-4 (the tags of a keyed instance) -----------------------------------
+# Written out here: the standard library has no keyed SipHash, and this
+# client is standard library only.  Checked against the reference vectors
+# in tests/client/test_client.py.
+
+_M64 = (1 << 64) - 1
+
+
+def _rotl(x: int, b: int) -> int:
+    return ((x << b) | (x >> (64 - b))) & _M64
+
+
+def siphash24(key: bytes, data: bytes) -> int:
+    """SipHash-2-4 of data under a 16-byte key, as an integer."""
+    k0, k1 = struct.unpack("<QQ", key)
+    v0 = k0 ^ 0x736F6D6570736575
+    v1 = k1 ^ 0x646F72616E646F6D
+    v2 = k0 ^ 0x6C7967656E657261
+    v3 = k1 ^ 0x7465646279746573
+    n = len(data)
+    tail = n & ~7
+    words = list(struct.unpack_from(f"<{tail // 8}Q", data)) if tail else []
+    last = int.from_bytes(bytes(data[tail:]), "little") | ((n & 0xFF) << 56)
+    words.append(last)
+    for i, m in enumerate(words):
+        v3 ^= m
+        for _ in range(2):
+            v0 = (v0 + v1) & _M64; v1 = _rotl(v1, 13); v1 ^= v0; v0 = _rotl(v0, 32)
+            v2 = (v2 + v3) & _M64; v3 = _rotl(v3, 16); v3 ^= v2
+            v0 = (v0 + v3) & _M64; v3 = _rotl(v3, 21); v3 ^= v0
+            v2 = (v2 + v1) & _M64; v1 = _rotl(v1, 17); v1 ^= v2; v2 = _rotl(v2, 32)
+        v0 ^= m
+    v2 ^= 0xFF
+    for _ in range(4):
+        v0 = (v0 + v1) & _M64; v1 = _rotl(v1, 13); v1 ^= v0; v0 = _rotl(v0, 32)
+        v2 = (v2 + v3) & _M64; v3 = _rotl(v3, 16); v3 ^= v2
+        v0 = (v0 + v3) & _M64; v3 = _rotl(v3, 21); v3 ^= v0
+        v2 = (v2 + v1) & _M64; v1 = _rotl(v1, 17); v1 ^= v2; v2 = _rotl(v2, 32)
+    return v0 ^ v1 ^ v2 ^ v3
+
+
+@dataclass(frozen=True)
+class Auth:
+    """A keyed instance's key, and whether its tags cover the data (auth=full)."""
+
+    key: bytes
+    data: bool = False
+
+    def tag(self, header: bytes, data=b"") -> int:
+        """The tag of a header (its first TAG_OFFSET bytes count) and its data."""
+        msg = bytes(header[:TAG_OFFSET])
+        if self.data and len(data):
+            msg += bytes(data)
+        return siphash24(self.key, msg)
+
+
+def parse_key(text: str) -> bytes:
+    """A key file's text (32 hexadecimal digits, whitespace anywhere ignored, as
+    `netblkctl genkey` writes it) -> the 16-byte key."""
+    digits = "".join(text.split())
+    if len(digits) != 32:
+        raise ValueError(f"{len(digits)} hexadecimal digits: a key is 32 of them "
+                         f"(128 bits; netblkctl genkey makes one)")
+    try:
+        return bytes.fromhex(digits)
+    except ValueError:
+        raise ValueError("not all hexadecimal digits (netblkctl genkey makes a key)") from None
+
+
+def read_key_file(path: str) -> bytes:
+    try:
+        with open(path) as f:
+            text = f.read(4096)
+    except OSError as e:
+        raise ValueError(f"cannot read key file {path}: {e.strerror}") from None
+    try:
+        return parse_key(text)
+    except ValueError as e:
+        raise ValueError(f"key file {path}: {e}") from None
 
 
 def status_name(status: int) -> str:
@@ -108,9 +223,66 @@ def op_name(op: int) -> str:
     return OP_NAMES.get(op & ~OP_REPLY, f"op {op & ~OP_REPLY}")
 
 
-def pack_header(op: int, offset: int, length: int, handle: int, flags: int = 0,
-                status: int = 0, version: int = VERSION, magic: int = MAGIC) -> bytes:
-    return HEADER.pack(magic, version, op, status, handle, offset, length, flags)
+def pack_header(op: int, offset: int, length: int, seq: int, flags: int = 0,
+                status: int = 0, version: int = VERSION, magic: int = MAGIC,
+                session: int = 0, token: int = 0, auth: Auth | None = None,
+                data=b"") -> bytes:
+    """A v2 header, tagged when auth is given (over data too with auth=full)."""
+    hdr = HEADER.pack(magic, version, op, status, flags, session, token, seq, offset, length,
+                      0, 0)
+    if auth is not None:
+        hdr = hdr[:TAG_OFFSET] + auth.tag(hdr, data).to_bytes(8, "big")
+    return hdr
+
+
+def unpack_header(d) -> dict:
+    """A datagram's v2 header as a dict (data: what follows it)."""
+    (magic, version, op, status, flags, session, token, seq, off, length, reserved,
+     tag) = HEADER.unpack_from(d)
+    return dict(magic=magic, version=version, op=op, status=status, flags=flags,
+                session=session, token=token, seq=seq, offset=off, length=length,
+                reserved=reserved, tag=tag, data=bytes(d[HEADER_SIZE:]))
+
+
+@dataclass
+class Session:
+    """An open session: what every request but HELLO carries."""
+
+    id: int
+    token: int
+
+
+def hello(sock: socket.socket, timeout: float = 1.0, tries: int = 10,
+          auth: Auth | None = None) -> Session:
+    """Open a session on a connected UDP socket: HELLO, then HELLO with the
+    cookie the first answer brought.  For tests and tools that send their
+    own datagrams; Client does this itself."""
+    nonce = random.getrandbits(63) | 1
+    cookie = 0
+    for _ in range(2 * tries):
+        sock.send(pack_header(OP_HELLO, 0, 0, nonce, token=cookie, auth=auth))
+        end = time.monotonic() + timeout
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                break
+            ready = select.select([sock], [], [], left)[0]
+            if not ready:
+                break
+            d = sock.recv(RECV_BUFFER)
+            if len(d) < HEADER_SIZE:
+                continue
+            r = unpack_header(d)
+            if r["op"] != OP_HELLO | OP_REPLY or r["seq"] != nonce:
+                continue
+            if r["status"]:
+                raise NetblkError(f"HELLO refused: {status_name(r['status'])} "
+                                  f"({status_text(r['status'])})", r["status"], OP_HELLO)
+            if r["session"]:
+                return Session(r["session"], r["token"])
+            cookie = r["token"]
+            break
+    raise NetblkTimeout(f"HELLO: no session after {tries} tries", None, OP_HELLO)
 
 
 # ---- errors ------------------------------------------------------------------
@@ -143,7 +315,7 @@ class NetblkTimeout(NetblkError):
 
 @dataclass
 class Reply:
-    """A reply as it came.  For a READ of several datagrams: op/status/handle are
+    """A reply as it came.  For a READ of several datagrams: op/status/seq are
     the reply's, offset/length the request's, status the first non-zero status
     of any chunk (0 when all were ok), data the reassembled bytes (only the
     chunks that were ok are filled in), chunks every datagram that counted, in
@@ -153,16 +325,18 @@ class Reply:
     version: int
     op: int
     status: int
-    handle: int
+    seq: int
     offset: int
     length: int
     flags: int
     data: bytes = field(default=b"", repr=False)
     chunks: list[Reply] = field(default_factory=list, repr=False)
+    session: int = 0
+    token: int = field(default=0, repr=False)
 
     def __repr__(self) -> str:
         return (f"Reply(op={op_name(self.op)}|0x80, status={self.status_name}, "
-                f"handle={self.handle:#x}, offset={self.offset}, length={self.length}, "
+                f"seq={self.seq}, offset={self.offset}, length={self.length}, "
                 f"flags={self.flags:#x}, data=<{len(self.data)} bytes>, "
                 f"chunks={len(self.chunks)})")
 
@@ -179,11 +353,15 @@ class Reply:
 class Info:
     size: int  # bytes
     sector_size: int
+    physical_block_size: int
+    io_opt: int  # optimal I/O size; 0: none given
     max_io: int  # data bytes one datagram carries
     max_read: int  # the most one READ asks for
     flags: int
     slots: int  # requests the instance holds at once
-    reserved: int = 0
+    discard_granularity: int
+    max_trim: int  # bytes one TRIM may cover; 0: no TRIM
+    max_write_zeroes: int  # bytes one WRITE_ZEROES may cover; 0: none
 
     @property
     def read_only(self) -> bool:
@@ -197,6 +375,14 @@ class Info:
     def fua(self) -> bool:
         return bool(self.flags & INFO_FUA)
 
+    @property
+    def trim(self) -> bool:
+        return bool(self.flags & INFO_TRIM)
+
+    @property
+    def write_zeroes(self) -> bool:
+        return bool(self.flags & INFO_WRITE_ZEROES)
+
     @classmethod
     def unpack(cls, data: bytes) -> Info:
         if len(data) < INFO_SIZE:
@@ -205,7 +391,8 @@ class Info:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d.update(read_only=self.read_only, volatile_cache=self.volatile_cache, fua=self.fua)
+        d.update(read_only=self.read_only, volatile_cache=self.volatile_cache, fua=self.fua,
+                 trim=self.trim, write_zeroes=self.write_zeroes)
         return d
 
 
@@ -219,8 +406,10 @@ class Stats:
     busy: int = 0  # resends after EAGAIN
     errors: int = 0  # requests that failed
     duplicates: int = 0  # reply datagrams seen twice
-    stray: int = 0  # datagrams ignored: wrong magic, unknown handle, malformed
+    stray: int = 0  # datagrams ignored: wrong magic, unknown seq, malformed, bad tag
     icmp_refused: int = 0  # "port unreachable" errors from the socket
+    sessions: int = 0  # sessions opened (again after ENOTCONN: the instance restarted)
+    resent_in_new_session: int = 0  # requests sent again in a session opened anew
 
 
 # ---- the request engine --------------------------------------------------------
@@ -232,13 +421,14 @@ _WAIT_BACKOFF = 1
 class _Job:
     """One request on its way, with everything needed to resend it."""
 
-    __slots__ = ("op", "offset", "length", "payload", "flags", "version", "magic", "handle",
+    __slots__ = ("op", "offset", "length", "payload", "flags", "version", "magic", "seq",
                  "cost", "tries", "busy", "first_sent", "done_at", "gen", "state", "got", "seen",
-                 "buf", "buf_off", "raw", "reply", "tag")
+                 "buf", "buf_off", "raw", "reply", "tag", "hello_token", "sess_gen", "reopens")
 
     def __init__(self, op: int, offset: int, length: int, payload=b"", flags: int = 0,
-                 handle: int | None = None, cost: int = 1, buf=None, buf_off: int = 0,
-                 raw: bool = False, version: int = VERSION, magic: int = MAGIC, tag=None):
+                 seq: int | None = None, cost: int = 1, buf=None, buf_off: int = 0,
+                 raw: bool = False, version: int = VERSION, magic: int = MAGIC, tag=None,
+                 hello_token: int | None = None):
         self.op = op
         self.offset = offset
         self.length = length
@@ -246,7 +436,10 @@ class _Job:
         self.flags = flags
         self.version = version
         self.magic = magic
-        self.handle = handle
+        self.seq = seq  # its number in the session, kept for every resend
+        self.hello_token = hello_token  # a HELLO: sent outside any session, with this token
+        self.sess_gen = 0  # the session (Client._sess_gen) it was numbered in
+        self.reopens = 0  # sessions opened again for it
         self.cost = cost  # server slots it takes: datagrams of its answer
         self.tries = 0  # sends that waited for an answer
         self.busy = 0  # EAGAIN answers
@@ -263,7 +456,7 @@ class _Job:
         self.tag = tag
 
     def describe(self) -> str:
-        if self.op in (OP_READ, OP_WRITE):
+        if self.op in (OP_READ, OP_WRITE, OP_TRIM, OP_WRITE_ZEROES):
             return f"{op_name(self.op)} {self.offset}+{self.length}"
         if self.offset or self.length:
             return f"{op_name(self.op)} {self.offset}+{self.length}"
@@ -281,10 +474,12 @@ class Client:
     checksum: False sends datagrams with UDP checksum 0 (SO_NO_CHECK), which
     spares the server reading a write's data to verify it: for a link that
     protects the data itself (each hop's Ethernet CRC) and is trusted.
+    auth: a keyed instance's key (and mode): every datagram is tagged, and a
+    reply without a valid tag is ignored.
     """
 
     def __init__(self, host: str, port: int, timeout: float = 0.25, tries: int = 20,
-                 checksum: bool = True):
+                 checksum: bool = True, auth: Auth | None = None):
         if timeout <= 0:
             raise ValueError("timeout must be > 0")
         if tries < 1:
@@ -298,7 +493,10 @@ class Client:
         self.backoff_max = 0.05
         self.stats = Stats()
         self._info: Info | None = None
-        self._next_handle = random.getrandbits(64)
+        self.auth = auth
+        self.session: Session | None = None
+        self._sess_gen = 0  # sessions opened so far: which one a job was numbered in
+        self._next_seq = 1
         infos = socket.getaddrinfo(host, self.port, socket.AF_INET, socket.SOCK_DGRAM)
         if not infos:
             raise OSError(f"cannot resolve {host}")
@@ -352,10 +550,45 @@ class Client:
     def where(self) -> str:
         return f"{self.address[0]}:{self.address[1]}"
 
-    def new_handle(self) -> int:
-        h = self._next_handle
-        self._next_handle = (h + 1) & 0xFFFFFFFFFFFFFFFF
-        return h
+    def open_session(self) -> Session:
+        """HELLO, then HELLO with the cookie its answer brought: a new session,
+        numbered from 1.  Done by the first request, and again when the
+        instance answers ENOTCONN (it forgot the session: it was started again)."""
+        nonce = random.getrandbits(63) | 1
+        first = _Job(OP_HELLO, 0, 0, seq=nonce, raw=True, hello_token=0)
+        self._run([first], 1, hello=True)
+        r = first.reply
+        busy = 0
+        while r.status == STATUS_OK and not r.session:
+            # the cookie back; it takes one of the instance's slots, which a
+            # busy instance may have none of (EAGAIN): again after a back-off
+            again = _Job(OP_HELLO, 0, 0, seq=nonce, raw=True, hello_token=r.token)
+            self._run([again], 1, hello=True)
+            if again.reply.status != errno.EAGAIN or busy >= self.busy_tries:
+                r = again.reply
+                break
+            busy += 1
+            self.stats.busy += 1
+            time.sleep(min(self.backoff_min * (2 ** min(busy - 1, 16)), self.backoff_max) *
+                       random.uniform(0.5, 1.5))
+        if r.status != STATUS_OK:
+            raise self._refused(first, r.status, 0, 0, r.flags)
+        if not r.session:
+            raise NetblkError(f"HELLO: {self.where} answered a cookie twice, no session",
+                              None, OP_HELLO)
+        wants_data = bool(r.flags & FLAG_AUTH_DATA)
+        if self.auth is not None and wants_data != self.auth.data:
+            raise NetblkError(f"HELLO: the instance at {self.where} tags "
+                              + ("header and data: --auth full" if wants_data else
+                                 "headers only: --auth header"), errno.EKEYREJECTED, OP_HELLO)
+        if self.auth is None and r.flags & FLAG_AUTH_KEY:
+            raise NetblkError(f"HELLO: the instance at {self.where} is keyed: give its key "
+                              f"(--key FILE)", errno.EKEYREJECTED, OP_HELLO)
+        self.session = Session(r.session, r.token)
+        self._sess_gen += 1
+        self._next_seq = 1
+        self.stats.sessions += 1
+        return self.session
 
     # -- the public operations
 
@@ -428,15 +661,40 @@ class Client:
         """Ask the instance to write its device's volatile cache out."""
         self._run([_Job(OP_FLUSH, 0, 0)], 1)
 
+    def trim(self, offset: int, length: int, window: int = 64) -> None:
+        """Tell the device it may forget length bytes at offset (TRIM, in pieces of
+        max_trim); what it reads back afterwards is the device's business."""
+        self._extent_op(OP_TRIM, offset, length, window)
+
+    def write_zeroes(self, offset: int, length: int, window: int = 64) -> None:
+        """Make length bytes at offset read back as zeros (WRITE_ZEROES, in pieces of
+        max_write_zeroes), without sending them."""
+        self._extent_op(OP_WRITE_ZEROES, offset, length, window)
+
+    def _extent_op(self, op: int, offset: int, length: int, window: int) -> None:
+        if offset < 0 or length < 0:
+            raise ValueError("offset and length must be >= 0")
+        if length == 0:
+            return
+        g = self.geometry
+        step = g.max_trim if op == OP_TRIM else g.max_write_zeroes
+        if not step:
+            raise NetblkError(f"{op_name(op)} {offset}+{length}: the instance at {self.where} "
+                              f"does not offer {op_name(op)} (its device cannot)",
+                              errno.EOPNOTSUPP, op, offset, length)
+        jobs = (_Job(op, offset + pos, min(step, length - pos))
+                for pos in range(0, length, step))
+        self._run(jobs, window)
+
     def request(self, op: int, offset: int, length: int, payload: bytes = b"", flags: int = 0,
-                handle: int | None = None, *, version: int = VERSION,
+                seq: int | None = None, *, version: int = VERSION,
                 magic: int = MAGIC) -> Reply:
         """Send one request as given (no checks, no splitting) and return its reply.
 
         Silence is met by resending (NetblkTimeout after `tries`); any status,
         EAGAIN included, is returned, not raised.  A READ waits for datagrams
         covering its whole length (a refusal or EIO chunk covers its extent)."""
-        job = _Job(op, offset, length, payload=payload, flags=flags, handle=handle, raw=True,
+        job = _Job(op, offset, length, payload=payload, flags=flags, seq=seq, raw=True,
                    version=version, magic=magic)
         if op == OP_READ:
             job.buf = bytearray(length)
@@ -462,8 +720,14 @@ class Client:
         return g.slots if g is not None and g.slots > 0 else 1 << 30
 
     def _send(self, job: _Job) -> None:
-        hdr = HEADER.pack(job.magic, job.version, job.op, 0, job.handle, job.offset, job.length,
-                          job.flags)
+        if job.hello_token is not None:
+            session, token = 0, job.hello_token
+        else:
+            session, token = self.session.id, self.session.token
+        hdr = HEADER.pack(job.magic, job.version, job.op, 0, job.flags, session, token, job.seq,
+                          job.offset, job.length, 0, 0)
+        if self.auth is not None:
+            hdr = hdr[:TAG_OFFSET] + self.auth.tag(hdr, job.payload or b"").to_bytes(8, "big")
         self.stats.sends += 1
         try:
             if job.payload is not None and len(job.payload):
@@ -492,23 +756,39 @@ class Client:
                 msg += " -- port unreachable: is an instance serving that port?"
         return NetblkTimeout(msg, None, job.op, job.offset, job.length)
 
-    def _refused(self, job: _Job, status: int, off: int, length: int) -> NetblkError:
+    def _refused(self, job: _Job, status: int, off: int, length: int,
+                 flags: int = 0) -> NetblkError:
         verb = "failed" if status == errno.EIO else "refused"
         what = job.describe()
         where = ""
         if status == errno.EIO and job.op == OP_READ and (off, length) != (job.offset, job.length):
             where = f" at {off}+{length}"
-        msg = f"{what} {verb}: {status_name(status)} ({status_text(status)}){where}"
+        text = status_text(status)
+        if status == errno.EKEYREJECTED:
+            if not flags & FLAG_AUTH_KEY:
+                text = "no valid tag"
+            elif self.auth is None:
+                text = "the instance is keyed: give its key (--key FILE)"
+            elif bool(flags & FLAG_AUTH_DATA) != self.auth.data:
+                text = ("the instance tags header and data: --auth full"
+                        if flags & FLAG_AUTH_DATA else "the instance tags headers only: --auth header")
+            else:
+                text = "wrong key"
+        msg = f"{what} {verb}: {status_name(status)} ({text}){where}"
         return NetblkError(msg, status, job.op, job.offset, job.length)
 
     def _run(self, jobs: Iterable[_Job], window: int,
              on_done: Callable[[_Job], None] | None = None,
-             on_error: Callable[[_Job, NetblkError], None] | None = None) -> None:
+             on_error: Callable[[_Job, NetblkError], None] | None = None,
+             hello: bool = False) -> None:
         """Carry jobs out, keeping at most `window` requests and `slots` datagrams
-        of answers in flight.  A failure raises, or goes to on_error and the rest
-        go on."""
+        of answers in flight, and no request outstanding SEQ_SPAN numbers behind
+        the newest.  A failure raises, or goes to on_error and the rest go on.
+        hello: the jobs are HELLOs, numbered by their nonce, in no session."""
         if self.sock is None:
             raise NetblkError("client is closed")
+        if not hello and self.session is None:
+            self.open_session()
         window = max(1, int(window))
         slots = self._slots()
         it: Iterator[_Job] = iter(jobs)
@@ -530,10 +810,37 @@ class Client:
 
         def remove(job: _Job) -> None:
             nonlocal used
-            del flight[job.handle]
+            del flight[job.seq]
             used -= job.cost
             job.gen += 1
             job.done_at = time.monotonic()
+
+        def number(job: _Job) -> None:
+            job.seq = self._next_seq
+            self._next_seq += 1
+            job.sess_gen = self._sess_gen
+
+        def again_in_new_session(job: _Job) -> None:
+            # The instance forgot the session (it was started again): open a
+            # new one and send every request in flight again in it, under
+            # new numbers.  Answers still on their way from the old session
+            # are ignored (their session's token is not the new one's).
+            if job.reopens >= REOPENS_MAX:
+                fail(job, NetblkError(f"{job.describe()}: {self.where} forgot its session "
+                                      f"{job.reopens} times (ENOTCONN)", errno.ENOTCONN,
+                                      job.op, job.offset, job.length))
+                return
+            self.open_session()
+            moved = sorted(flight.values(), key=lambda j: j.seq)
+            flight.clear()
+            now = time.monotonic()
+            for j in moved:
+                j.reopens += 1
+                stats.resent_in_new_session += 1
+                number(j)
+                flight[j.seq] = j
+                self._send(j)
+                arm(j, now + timeout)
 
         def finish(job: _Job) -> None:
             remove(job)
@@ -560,12 +867,19 @@ class Client:
                 job = waiting
                 if flight and used + job.cost > slots:
                     break
+                if flight and not hello and self._next_seq - min(flight) >= SEQ_SPAN:
+                    break  # the oldest would fall behind: wait for it
                 waiting = None
-                if job.handle is None or job.handle in flight:
-                    job.handle = self.new_handle()
+                if hello:
+                    pass  # numbered by its nonce
+                elif job.seq is None or job.seq in flight:
+                    number(job)
+                else:
+                    job.sess_gen = self._sess_gen
+                    self._next_seq = max(self._next_seq, job.seq + 1)
                 if job.op == OP_READ and job.seen is None:
                     job.seen = set()
-                flight[job.handle] = job
+                flight[job.seq] = job
                 used += job.cost
                 now = time.monotonic()
                 job.first_sent = now
@@ -589,7 +903,9 @@ class Client:
                     pass
 
             # Take every datagram there is.
-            self._drain(flight, finish, fail, arm)
+            lost = self._drain(flight, finish, fail, arm)
+            if lost and flight.get(lost[0].seq) is lost[0]:
+                again_in_new_session(lost[0])
 
             # Timers: resend after silence or back-off; give up after `tries`.
             now = time.monotonic()
@@ -610,39 +926,82 @@ class Client:
                 self._send(job)
                 arm(job, now + timeout)
 
-    def _drain(self, flight: dict[int, _Job], finish, fail, arm) -> None:
+    def _v1_answer(self, flight: dict[int, _Job], n: int):
+        """A short answer in version 1's header: EPROTONOSUPPORT from an instance
+        of another protocol version (which cannot name the request it answers:
+        the first in flight takes it)."""
+        magic, version, op, status, handle, off, length, flags = V1_HEADER.unpack_from(self._rbuf)
+        if magic != MAGIC or not op & OP_REPLY or status != errno.EPROTONOSUPPORT:
+            return None
+        job = next(iter(flight.values()), None)
+        if job is None:
+            return None
+        return job, NetblkError(f"{job.describe()}: the instance at {self.where} does not "
+                                f"speak this client's protocol version {job.version} "
+                                f"(EPROTONOSUPPORT)", errno.EPROTONOSUPPORT, job.op,
+                                job.offset, job.length)
+
+    def _drain(self, flight: dict[int, _Job], finish, fail, arm) -> list[_Job]:
+        """Take every datagram there is; return the jobs answered ENOTCONN."""
         sock = self.sock
         buf = self._rbuf
         view = self._rview
         stats = self.stats
         unpack = HEADER.unpack_from
+        auth = self.auth
+        lost: list[_Job] = []
         while True:
             try:
                 n = sock.recv_into(buf)
             except (BlockingIOError, InterruptedError):
-                return
+                return lost
             except ConnectionRefusedError:
                 stats.icmp_refused += 1
                 continue
             if n < HEADER_SIZE:
-                stats.stray += 1
+                old = self._v1_answer(flight, n) if n >= V1_HEADER.size else None
+                if old is None:
+                    stats.stray += 1
+                elif old[0].raw:
+                    job = old[0]
+                    v1 = V1_HEADER.unpack_from(buf)
+                    job.reply = Reply(MAGIC, v1[1], v1[2], v1[3], job.seq, job.offset,
+                                      job.length, v1[7])
+                    finish(job)
+                else:
+                    fail(*old)
                 continue
-            magic, version, op, status, handle, off, length, flags = unpack(buf)
-            job = flight.get(handle)
+            (magic, version, op, status, flags, session, token, seq, off, length, _,
+             tag) = unpack(buf)
+            job = flight.get(seq)
             if magic != MAGIC or not op & OP_REPLY or job is None or op != (job.op | OP_REPLY):
                 stats.stray += 1
                 continue
+            if job.hello_token is None and (session != self.session.id or
+                                            token != self.session.token):
+                stats.stray += 1  # of a session before this one
+                continue
+            if job.hello_token and not session and not status:
+                stats.duplicates += 1  # the cookie's answer again: wait for the session's
+                continue
+            if auth is not None and status != errno.EKEYREJECTED and \
+                    tag != auth.tag(view[:HEADER_SIZE], view[HEADER_SIZE:n]):
+                stats.stray += 1  # not from the instance: a forgery, or another key
+                continue
             data_len = n - HEADER_SIZE
 
+            if status == errno.ENOTCONN and job.hello_token is None:
+                lost.append(job)
+                continue
             if job.raw:
-                self._take_raw(job, view, n, version, op, status, handle, off, length, flags,
-                               finish)
+                self._take_raw(job, view, n, version, op, status, seq, off, length, flags,
+                               finish, session, token)
                 continue
 
             if status == STATUS_OK:
                 if job.op != OP_READ:
                     if job.op == OP_INFO:
-                        job.reply = Reply(magic, version, op, status, handle, off, length, flags,
+                        job.reply = Reply(magic, version, op, status, seq, off, length, flags,
                                           bytes(view[HEADER_SIZE:n]))
                     finish(job)
                     continue
@@ -674,19 +1033,20 @@ class Client:
                 arm(job, time.monotonic() + delay * random.uniform(0.5, 1.5))
                 continue
 
-            fail(job, self._refused(job, status, off, length))
+            fail(job, self._refused(job, status, off, length, flags))
 
-    def _take_raw(self, job: _Job, view, n, version, op, status, handle, off, length, flags,
-                  finish) -> None:
+    def _take_raw(self, job: _Job, view, n, version, op, status, seq, off, length, flags,
+                  finish, session=0, token=0) -> None:
         data = bytes(view[HEADER_SIZE:n])
-        chunk = Reply(MAGIC, version, op, status, handle, off, length, flags, data)
+        chunk = Reply(MAGIC, version, op, status, seq, off, length, flags, data, [], session,
+                      token)
         if job.op != OP_READ:
-            job.reply = Reply(MAGIC, version, op, status, handle, off, length, flags, data,
-                              [chunk])
+            job.reply = Reply(MAGIC, version, op, status, seq, off, length, flags, data,
+                              [chunk], session, token)
             finish(job)
             return
         if job.reply is None:
-            job.reply = Reply(MAGIC, version, op, status, handle, job.offset, job.length, flags,
+            job.reply = Reply(MAGIC, version, op, status, seq, job.offset, job.length, flags,
                               b"")
         r = job.reply
         key = (off, length)
@@ -899,7 +1259,8 @@ def _positive_float(text: str) -> float:
     return v
 
 
-COMMON_DEFAULTS = {"timeout": 0.25, "tries": 20, "window": 64, "json": False, "checksum": True}
+COMMON_DEFAULTS = {"timeout": 0.25, "tries": 20, "window": 64, "json": False, "checksum": True,
+                   "key": None, "auth": None}
 
 
 def _common_options(parser: argparse.ArgumentParser) -> None:
@@ -916,12 +1277,16 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
                         default=argparse.SUPPRESS,
                         help="send UDP checksum 0: the server then need not read a write's "
                              "data to verify it (a trusted link whose frames carry a CRC)")
+    parser.add_argument("--key", metavar="FILE", default=argparse.SUPPRESS,
+                        help="the key of a keyed instance (netblkctl start ... key=FILE)")
+    parser.add_argument("--auth", choices=["header", "full"], default=argparse.SUPPRESS,
+                        help="what the instance's tags cover, as its auth= says (header)")
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="netblk.py",
-        description="Client of a netblk instance (block device over UDP, protocol v1). "
+        description="Client of a netblk instance (block device over UDP, protocol v2). "
                     "Sizes and offsets take k/m/g suffixes (powers of 1024) or plain bytes.")
     p.add_argument("host", help="the instance's IPv4 address or name")
     p.add_argument("port", type=_port, help="the instance's UDP port")
@@ -946,6 +1311,17 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("flush", help="write the device's volatile cache out")
     _common_options(s)
 
+    s = sub.add_parser("trim", help="tell the device it may forget LENGTH bytes at OFFSET")
+    s.add_argument("offset", type=_size_arg)
+    s.add_argument("length", type=_size_arg)
+    _common_options(s)
+
+    s = sub.add_parser("zero", help="make LENGTH bytes at OFFSET read back as zeros "
+                                    "(WRITE_ZEROES: no data is sent)")
+    s.add_argument("offset", type=_size_arg)
+    s.add_argument("length", type=_size_arg)
+    _common_options(s)
+
     s = sub.add_parser("verify", help="DESTRUCTIVE: write random data over the range, "
                                       "read it back and compare")
     s.add_argument("offset", type=_size_arg)
@@ -964,19 +1340,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _info_text(info: Info, where: str) -> str:
-    flags = [name for bit, name in ((INFO_READ_ONLY, "read-only"),
-                                     (INFO_VOLATILE_CACHE, "volatile write cache"),
-                                     (INFO_FUA, "FUA honoured")) if info.flags & bit]
-    unknown = info.flags & ~(INFO_READ_ONLY | INFO_VOLATILE_CACHE | INFO_FUA)
+    known = ((INFO_READ_ONLY, "read-only"), (INFO_VOLATILE_CACHE, "volatile write cache"),
+             (INFO_FUA, "FUA honoured"), (INFO_TRIM, "TRIM"),
+             (INFO_WRITE_ZEROES, "WRITE_ZEROES"))
+    flags = [name for bit, name in known if info.flags & bit]
+    unknown = info.flags & ~sum(bit for bit, _ in known)
     if unknown:
         flags.append(f"unknown 0x{unknown:x}")
     lines = [
         f"instance     {where}",
         f"size         {info.size} bytes ({format_size(info.size)})",
-        f"sector size  {info.sector_size} bytes",
+        f"sector size  {info.sector_size} bytes (physical {info.physical_block_size}, "
+        f"optimal I/O {info.io_opt or 'not given'})",
         f"max io       {info.max_io} bytes per datagram",
         f"max read     {info.max_read} bytes per READ",
         f"slots        {info.slots}",
+        f"trim         " + (f"up to {info.max_trim} bytes a request, granularity "
+                            f"{info.discard_granularity}" if info.trim else "no"),
+        f"write zeroes " + (f"up to {info.max_write_zeroes} bytes a request"
+                            if info.write_zeroes else "no"),
         f"access       {'read-only' if info.read_only else 'read-write'}",
         f"flags        0x{info.flags:x} ({', '.join(flags) if flags else 'none'})",
     ]
@@ -1100,7 +1482,16 @@ def main(argv: list[str] | None = None) -> int:
         if not hasattr(a, k):
             setattr(a, k, v)
     try:
-        with Client(a.host, a.port, timeout=a.timeout, tries=a.tries, checksum=a.checksum) as c:
+        auth = None
+        if a.key is not None:
+            try:
+                auth = Auth(read_key_file(a.key), a.auth == "full")
+            except ValueError as e:
+                raise UsageError(str(e)) from None
+        elif a.auth is not None:
+            raise UsageError("--auth needs the key: --key FILE")
+        with Client(a.host, a.port, timeout=a.timeout, tries=a.tries, checksum=a.checksum,
+                    auth=auth) as c:
             if a.command == "info":
                 info = c.info()
                 print(json.dumps(info.to_dict()) if a.json else _info_text(info, c.where))
@@ -1112,6 +1503,11 @@ def main(argv: list[str] | None = None) -> int:
             if a.command == "flush":
                 c.flush()
                 print("netblk: flushed", file=sys.stderr)
+                return 0
+            if a.command in ("trim", "zero"):
+                (c.trim if a.command == "trim" else c.write_zeroes)(a.offset, a.length, a.window)
+                print(f"netblk: {'trimmed' if a.command == 'trim' else 'zeroed'} {a.length} "
+                      f"bytes at {a.offset}", file=sys.stderr)
                 return 0
             if a.command == "verify":
                 return _cmd_verify(c, a)

@@ -18,6 +18,9 @@ extern "C" {
 #endif
 
 #define NETBLK_SLOTS 256	/* requests an instance holds at once */
+#define NETBLK_SESSIONS_DEFAULT 1024	/* protocol v2 sessions an instance holds */
+#define NETBLK_SESSIONS_MAX 65536
+#define NETBLK_KEY_SIZE 16	/* SipHash-2-4 keys: the secret, a key= file's key */
 #define NETBLK_TX_BATCH 64	/* replies handed to the NIC in one transmit */
 
 struct netblk_core;
@@ -51,6 +54,17 @@ struct netblk_core_config {
 	uint8_t volatile_cache;
 	uint8_t fua;
 	uint32_t dma_align_mask; /* payload address and length the disk can take */
+	/* the block device's limits beyond reads and writes (INFO tells them) */
+	uint32_t physical_block_size;
+	uint32_t io_opt;
+	uint32_t discard_granularity;
+	uint64_t max_discard_bytes;	/* 0: the device cannot discard */
+	uint64_t max_write_zeroes_bytes;	/* 0: the device cannot write zeroes */
+	uint32_t sessions;		/* the session table's size */
+	uint8_t secret[NETBLK_KEY_SIZE];	/* random: cookies and session tokens */
+	uint8_t keyed;			/* accept only datagrams tagged with key */
+	uint8_t auth_data;		/* auth=full: the tag covers the data too */
+	uint8_t key[NETBLK_KEY_SIZE];
 	struct netblk_instance *shim;
 };
 
@@ -70,6 +84,23 @@ struct netblk_stats {
 	uint64_t write_bytes;
 	uint64_t flushes;
 	uint64_t fua_writes;
+	uint64_t trims;
+	uint64_t trim_bytes;
+	uint64_t write_zeroes;
+	uint64_t write_zeroes_bytes;
+	/* protocol v2 sessions (core/session.h) */
+	uint64_t sessions_open;		/* a gauge */
+	uint64_t sessions_opened;
+	uint64_t sessions_evicted;
+	uint64_t sessions_refused;	/* HELLO answered EUSERS: the table is full of active ones */
+	uint64_t hello_cookies;		/* HELLOs answered with a cookie */
+	uint64_t not_connected;		/* answered ENOTCONN: no such session */
+	uint64_t auth_failed;		/* answered EKEYREJECTED: no valid tag */
+	uint64_t old_version;		/* answered EPROTONOSUPPORT: not version 2 */
+	uint64_t duplicates;		/* answered as the original was, not executed again */
+	uint64_t duplicates_in_flight;	/* dropped: the original is at the disk */
+	uint64_t stale;			/* refused ESTALE: older than the replay window */
+	uint64_t too_far;		/* refused EOVERFLOW: beyond the replay window */
 	uint64_t io_errors;
 	uint64_t disk_busy;
 	uint64_t disk_blocking;
@@ -105,7 +136,7 @@ void netblk_core_destroy(struct netblk_core *core);
 uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size);
 uint32_t netblk_core_max_io(const struct netblk_core *core);
 uint32_t netblk_core_slots(const struct netblk_core *core);
-/* Bytes of headers before a reply's data: 72, or 76 with a VLAN tag. */
+/* Bytes of headers before a reply's data: 96, or 100 with a VLAN tag. */
 uint32_t netblk_core_reply_headroom(const struct netblk_core *core);
 
 /*

@@ -27,14 +27,20 @@ struct rx_counters_fields {
 	u64 reads, read_bytes;	/* requests accepted, by kind */
 	u64 writes, write_bytes;
 	u64 flushes, fua_writes;
+	u64 trims, trim_bytes;
+	u64 write_zeroes, write_zeroes_bytes;
+	u64 hello_cookies;	/* HELLOs answered with a cookie */
+	u64 not_connected;	/* refused ENOTCONN: no such session */
+	u64 auth_failed;	/* refused EKEYREJECTED: no valid tag */
+	u64 old_version;	/* refused EPROTONOSUPPORT */
 	u64 frames_tx;		/* refusals sent from the receive path */
 	u64 replies_dropped;	/* refusals the NIC did not take */
 };
 
 struct rx_counters : rx_counters_fields {
-	u8 pad[192 - sizeof(rx_counters_fields)];	/* three cache lines a CPU */
+	u8 pad[256 - sizeof(rx_counters_fields)];	/* four cache lines a CPU */
 };
-static_assert(sizeof(rx_counters) == 192, "no false sharing between CPUs");
+static_assert(sizeof(rx_counters) == 256, "no false sharing between CPUs");
 
 struct worker_counters {
 	u64 submitted;		/* slots sent to the disk (or answered without it) */
@@ -57,6 +63,7 @@ struct worker_counters {
 	u64 bytes_copied;	/* data the CPU had to copy (a fallback path) */
 	u64 disk_batches;	/* submit rounds that sent the disk something */
 	u64 tx_batches;		/* transmits, each one flush */
+	u64 not_connected;	/* requests whose session closed before the worker got them */
 };
 
 } /* namespace nb */

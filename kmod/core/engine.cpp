@@ -38,8 +38,14 @@ int engine::init(const netblk_core_config &config)
 {
 	if (config.slots == 0 || (config.slots & (config.slots - 1)) || config.nr_cpus == 0)
 		return -err_inval;
+	device_limits limits = {
+		config.physical_block_size, config.io_opt, config.discard_granularity,
+		config.max_discard_bytes, config.max_write_zeroes_bytes,
+	};
+
 	if (!geometry_init(&geo_, config.size_bytes, config.sector_size, config.mtu,
-			   config.slots, config.read_only, config.volatile_cache, config.fua))
+			   config.slots, config.read_only, config.volatile_cache, config.fua,
+			   limits))
 		return -err_inval;
 	nr_cpus_ = config.nr_cpus;
 	local_ip_ = config.local_ip;
@@ -48,7 +54,13 @@ int engine::init(const netblk_core_config &config)
 	reply_headroom_ = reply_headers_size(config.vlan != 0);
 	dma_align_mask_ = config.dma_align_mask;
 	shim_ = config.shim;
+	auth_.keyed = config.keyed;
+	auth_.data = config.auth_data;
+	auth_.key = siphash_key_from_bytes(config.key);
 	set_link(config.link_mtu, config.local_mac);
+	if (sessions_.init(config.sessions ? config.sessions : NETBLK_SESSIONS_DEFAULT,
+			   siphash_key_from_bytes(config.secret)))
+		return -err_nomem;
 
 	/* value-initialised: counters and slots start at zero */
 	slots_ = new slot[config.slots]();
@@ -66,6 +78,7 @@ int engine::init(const netblk_core_config &config)
 
 void engine::destroy()
 {
+	sessions_.destroy();
 	completions_.destroy();
 	requests_.destroy();
 	free_slots_.destroy();
@@ -111,10 +124,43 @@ netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 
 	reply.op = (u8)(h.op | op_reply_bit);
 	reply.status = status;
+	reply.reserved = 0;
+	reply.tag = 0;
+	if (status == status_ekeyrejected)
+		/* untagged (the client may not have the key): what it needs instead */
+		reply.flags = auth_flags();
 	*len = write_reply_headers(data, route, reply, 0, 0);
+	if (status != status_ekeyrejected)
+		seal(auth_, data + *len - header_size, nullptr, 0);
 	add_once(c.refused, 1);
 	if (status == status_eagain)
 		add_once(c.busy, 1);
+	return NETBLK_RX_REPLY;
+}
+
+/*
+ * A datagram of another protocol version, answered in version 1's 30-byte
+ * header so that an old client reads its handle and the status: version 2,
+ * EPROTONOSUPPORT.  Never longer than the datagram it answers.
+ */
+netblk_rx_verdict engine::refuse_v1(rx_counters &c, u8 *data, u32 *len,
+				    const frame_layout &layout, const reply_route &route)
+{
+	u8 handle_offset_length[20];	/* v1 bytes 8-27, before the headers overwrite them */
+
+	copy_bytes(handle_offset_length, data + layout.payload_offset + 8, 20);
+	u32 at = write_frame_headers(data, route, v1_header_size, 0);
+	u8 *p = data + at;
+
+	store_be32(p, proto_magic);
+	p[4] = proto_version;
+	p[5] = (u8)(p[5] | op_reply_bit);
+	store_be16(p + 6, status_eprotonosupport);
+	copy_bytes(p + 8, handle_offset_length, 20);
+	store_be16(p + 28, 0);
+	*len = at + v1_header_size;
+	add_once(c.refused, 1);
+	add_once(c.old_version, 1);
 	return NETBLK_RX_REPLY;
 }
 
@@ -146,6 +192,7 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.tries = 0;
 	s.copy = false;
 	s.lent = false;
+	s.windowed = false;
 }
 
 /*
@@ -175,7 +222,7 @@ netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 	return NETBLK_RX_FREE;
 }
 
-/* INFO, WRITE and FLUSH: one slot; WRITE and FLUSH answer in their own frame. */
+/* The others: one slot; all but INFO answer in their own frame. */
 netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *len,
 				    const frame_layout &layout, const reply_route &route,
 				    const header &h, u64 now_ns)
@@ -201,6 +248,12 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 			add_once(c.fua_writes, 1);
 	} else if (h.op == op_flush) {
 		add_once(c.flushes, 1);
+	} else if (h.op == op_trim) {
+		add_once(c.trims, 1);
+		add_once(c.trim_bytes, h.length);
+	} else if (h.op == op_write_zeroes) {
+		add_once(c.write_zeroes, 1);
+		add_once(c.write_zeroes_bytes, h.length);
 	}
 	requests_.push(index);
 	add_once(c.queued, 1);
@@ -222,13 +275,67 @@ netblk_rx_verdict engine::receive(u32 cpu, void *frame, u8 *data, u32 *len, u64 
 		count_drop(c, why);
 		return NETBLK_RX_FREE;
 	}
-	decision d = validate_request(data + layout.payload_offset, layout.payload_len, geo_, &h);
+	decision d = validate_header(data + layout.payload_offset, layout.payload_len, auth_, &h);
 	if (d.what == verdict::drop) {
 		count_drop(c, drop_not_request);
 		return NETBLK_RX_FREE;
 	}
 	add_once(c.requests, 1);
 	route_from_request(layout, me, &route);
+	switch (d.what) {
+	case verdict::refuse_v1:
+		return refuse_v1(c, data, len, layout, route);
+	case verdict::refuse:
+		if (d.status == status_ekeyrejected)
+			add_once(c.auth_failed, 1);
+		return refuse_in_place(c, data, len, route, h, d.status);
+	case verdict::hello:
+		return hello(c, frame, data, len, layout, route, h, now_ns);
+	default:
+		return serve_session(c, frame, data, len, layout, route, h, now_ns);
+	}
+}
+
+/*
+ * A HELLO without a valid cookie is answered with one, made from its source
+ * address, port and nonce, in a datagram no larger than itself: nothing is
+ * kept, and a forged source gets 54 bytes for 54.  One that brings its
+ * cookie back proved it receives at that address: the worker opens a
+ * session for it.
+ */
+netblk_rx_verdict engine::hello(rx_counters &c, void *frame, u8 *data, u32 *len,
+				const frame_layout &layout, const reply_route &route,
+				const header &h, u64 now_ns)
+{
+	if (h.token && sessions_.cookie_valid(layout.src_ip, layout.src_port, h.seq, h.token,
+					      now_ns))
+		return queue_one(c, frame, data, len, layout, route, h, now_ns);
+
+	header reply = h;
+	reply.op = (u8)(h.op | op_reply_bit);
+	reply.status = status_ok;
+	reply.flags = auth_flags();
+	reply.token = sessions_.cookie(layout.src_ip, layout.src_port, h.seq, now_ns);
+	*len = write_reply_headers(data, route, reply, 0, 0);
+	seal(auth_, data + *len - header_size, nullptr, 0);
+	add_once(c.hello_cookies, 1);
+	return NETBLK_RX_REPLY;
+}
+
+/*
+ * Everything but HELLO needs an open session: without one, the client is
+ * told (ENOTCONN, one header) and learns nothing of the device.  The
+ * worker checks the session again and keeps its replay window.
+ */
+netblk_rx_verdict engine::serve_session(rx_counters &c, void *frame, u8 *data, u32 *len,
+					const frame_layout &layout, const reply_route &route,
+					const header &h, u64 now_ns)
+{
+	if (!sessions_.matches(h.session, h.token, layout.src_ip, layout.src_port)) {
+		add_once(c.not_connected, 1);
+		return refuse_in_place(c, data, len, route, h, status_enotconn);
+	}
+	decision d = validate_op(h, layout.payload_len, geo_);
 	if (d.what == verdict::refuse)
 		return refuse_in_place(c, data, len, route, h, d.status);
 	if (h.op == op_read)
@@ -254,6 +361,118 @@ void engine::rx_drop(u32 cpu, drop_reason why)
 void engine::answer_now(u32 index, u16 status)
 {
 	complete(index, status);
+}
+
+/* A duplicate of a request at the disk: it gets no answer of its own. */
+void engine::discard(u32 index)
+{
+	slot &s = slots_[index];
+
+	if (s.frame)
+		netblk_shim_free_frame(shim_, s.frame);
+	add_once(worker_.submitted, 1);
+	add_once(worker_.reaped, 1);
+	release(index);
+}
+
+void engine::open_session(u32 index, slot &s, u64 now_ns)
+{
+	u32 id = 0;
+	u64 token = 0;
+	session_table::open_result r = sessions_.open(s.route.dst_ip, s.route.dst_port,
+						      s.request.seq, now_ns, &id, &token);
+
+	s.request.session = id;
+	s.request.token = token;
+	s.request.flags = auth_flags();
+	add_once(worker_.submitted, 1);
+	answer_now(index, r == session_table::open_result::full ? status_eusers : status_ok);
+}
+
+/*
+ * Whether a request the receive path queued goes to the disk: its session
+ * must still be open, and a request that changes the disk must be new to
+ * its replay window -- a duplicate of one answered gets the same answer
+ * again, of one at the disk nothing, and one outside the window is refused.
+ * Everything it does not let through is answered (or dropped) here.
+ */
+bool engine::admit(u32 index, u64 now_ns)
+{
+	slot &s = slots_[index];
+	const header &h = s.request;
+	session_counters &sc = sessions_.counters();
+	u16 status = status_ok;
+
+	if (h.op == op_hello) {
+		open_session(index, s, now_ns);
+		return false;
+	}
+	session *ss = sessions_.find(h.session, h.token, s.route.dst_ip, s.route.dst_port);
+	if (!ss) {
+		/* evicted or replaced between the receive path's look and now */
+		add_once(worker_.not_connected, 1);
+		add_once(worker_.submitted, 1);
+		answer_now(index, status_enotconn);
+		return false;
+	}
+	ss->last_used_ns = now_ns;
+
+	replay_window::state st = ss->window.look(h.seq, &status);
+	if (!op_changes_disk(h.op)) {
+		/* reads may be served again; they only move the window on */
+		if (st == replay_window::state::too_far) {
+			add_once(sc.too_far, 1);
+			add_once(worker_.submitted, 1);
+			answer_now(index, status_eoverflow);
+			return false;
+		}
+		if (st == replay_window::state::fresh) {
+			ss->window.start(h.seq);
+			ss->window.finish(h.seq, status_ok);
+		}
+		return true;
+	}
+	switch (st) {
+	case replay_window::state::fresh:
+		ss->window.start(h.seq);
+		ss->in_flight++;
+		s.windowed = true;
+		return true;
+	case replay_window::state::in_flight:
+		add_once(sc.duplicates_in_flight, 1);
+		discard(index);
+		return false;
+	case replay_window::state::done:
+		add_once(sc.duplicates, 1);
+		break;
+	case replay_window::state::stale:
+		add_once(sc.stale, 1);
+		status = status_estale;
+		break;
+	default: /* too_far */
+		add_once(sc.too_far, 1);
+		status = status_eoverflow;
+		break;
+	}
+	add_once(worker_.submitted, 1);
+	answer_now(index, status);
+	return false;
+}
+
+/* A request started in its window has its answer: its duplicates get it too. */
+void engine::window_done(slot &s)
+{
+	session *ss = sessions_.find(s.request.session, s.request.token, s.route.dst_ip,
+				     s.route.dst_port);
+
+	s.windowed = false;
+	if (!ss)
+		return;		/* never: a session with requests at the disk stays */
+	ss->in_flight--;
+	if (s.status == status_eagain)
+		ss->window.forget(s.request.seq);	/* not executed: may be sent again */
+	else
+		ss->window.finish(s.request.seq, s.status);
 }
 
 int engine::start_write(u32 index, slot &s, bool may_block)
@@ -313,6 +532,13 @@ void engine::start_io(u32 index)
 	case op_write:
 		err = start_write(index, s, may_block);
 		break;
+	case op_trim:
+	case op_write_zeroes:
+		err = netblk_shim_submit_io(shim_, index,
+					    s.request.op == op_trim ? NETBLK_IO_DISCARD :
+								      NETBLK_IO_WRITE_ZEROES,
+					    s.request.offset, nullptr, s.request.length, 0, may_block);
+		break;
 	default: /* op_flush */
 		err = netblk_shim_submit_io(shim_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
 					    may_block);
@@ -333,8 +559,13 @@ void engine::retry_later(u32 index, u64 now_ns)
 	slot &s = slots_[index];
 
 	s.retry_ns = now_ns + (again_backoff_ns << (s.tries - 1));
-	if (!retry_.count || s.retry_ns < retry_due_)
+	if (!retry_.count) {
+		/* what the disk finished before this one was refused made no room for it */
+		disk_freed_ = false;
 		retry_due_ = s.retry_ns;
+	} else if (s.retry_ns < retry_due_) {
+		retry_due_ = s.retry_ns;
+	}
 	retry_.push(index);
 	add_once(worker_.disk_busy, 1);
 }
@@ -368,7 +599,8 @@ u32 engine::submit(u64 now_ns)
 	u32 n = submit_retries(now_ns), index;
 
 	while (requests_.pop(&index)) {
-		start_io(index);
+		if (admit(index, now_ns))
+			start_io(index);
 		n++;
 	}
 	if (n)
@@ -431,6 +663,8 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	} else {
 		disk_freed_ = true;
 	}
+	if (s.windowed)
+		window_done(s);
 
 	if (s.status == status_ok) {
 		if (s.request.op == op_read)
@@ -455,7 +689,9 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	header reply = s.request;
 	reply.op = (u8)(s.request.op | op_reply_bit);
 	reply.status = s.status;
+	reply.reserved = 0;
 	s.reply_len = write_reply_headers(s.reply_at, s.route, reply, data_len, 0);
+	seal_reply(s, data_len);
 	/* The NIC's MTU went down under the instance: never send more than it carries. */
 	if (s.reply_len - (reply_headroom_ - datagram_overhead) >
 	    __atomic_load_n(&link_mtu_, __ATOMIC_RELAXED)) {
@@ -466,6 +702,17 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	s.first_tx_ns = now_ns;
 	hist_.record(now_ns > s.arrival_ns ? now_ns - s.arrival_ns : 0);
 	return true;
+}
+
+/*
+ * A keyed instance tags its replies as clients tag their requests (with
+ * auth=full over a READ's data too, which the CPU then reads).
+ */
+void engine::seal_reply(slot &s, u32 data_len)
+{
+	u8 *hdr = s.reply_at + s.reply_len - data_len - header_size;
+
+	seal(auth_, hdr, hdr + header_size, data_len);
 }
 
 void engine::tx_entry(netblk_tx &tx, u32 index)
@@ -623,6 +870,14 @@ void engine::read_stats(netblk_stats *s) const
 		s->write_bytes += read_once(r.write_bytes);
 		s->flushes += read_once(r.flushes);
 		s->fua_writes += read_once(r.fua_writes);
+		s->trims += read_once(r.trims);
+		s->trim_bytes += read_once(r.trim_bytes);
+		s->write_zeroes += read_once(r.write_zeroes);
+		s->write_zeroes_bytes += read_once(r.write_zeroes_bytes);
+		s->hello_cookies += read_once(r.hello_cookies);
+		s->not_connected += read_once(r.not_connected);
+		s->auth_failed += read_once(r.auth_failed);
+		s->old_version += read_once(r.old_version);
 		queued += read_once(r.queued);
 		rx_tx += read_once(r.frames_tx);
 		rx_dropped += read_once(r.replies_dropped);
@@ -661,6 +916,18 @@ void engine::read_stats(netblk_stats *s) const
 	s->bytes_copied = read_once(w.bytes_copied);
 	s->disk_batches = read_once(w.disk_batches);
 	s->tx_batches = read_once(w.tx_batches);
+	s->not_connected += read_once(w.not_connected);
+
+	const session_counters &sc = sessions_.counters();
+	s->sessions_opened = read_once(sc.opened);
+	s->sessions_evicted = read_once(sc.evicted);
+	/* sessions close only to make room for another */
+	s->sessions_open = s->sessions_opened - min(s->sessions_opened, s->sessions_evicted);
+	s->sessions_refused = read_once(sc.refused);
+	s->duplicates = read_once(sc.duplicates);
+	s->duplicates_in_flight = read_once(sc.duplicates_in_flight);
+	s->stale = read_once(sc.stale);
+	s->too_far = read_once(sc.too_far);
 }
 
 } /* namespace nb */

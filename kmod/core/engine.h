@@ -17,6 +17,13 @@
  * receive() runs in NIC softirqs (any CPU), complete() in the disk's
  * completion context (any CPU), submit() and reply() in the worker; they
  * meet only in the rings.
+ *
+ * Protocol v2's sessions (session.h) are the worker's: submit() admits each
+ * request -- its session must still be open, and one that changes the disk
+ * must be new to the session's replay window -- and reply() records what
+ * became of it there.  The receive path answers HELLO's cookies itself (they
+ * keep nothing) and turns away datagrams of no session before they take a
+ * slot.
  */
 #ifndef NETBLK_CORE_ENGINE_H
 #define NETBLK_CORE_ENGINE_H
@@ -26,12 +33,13 @@
 #include "histogram.h"
 #include "protocol.h"
 #include "ring.h"
+#include "session.h"
 #include "shim_api.h"
 
 namespace nb {
 
 struct slot_fields {
-	header request;		/* op, handle, flags; offset/length of this datagram */
+	header request;		/* op, session, seq, flags; offset/length of this datagram */
 	reply_route route;
 	void *frame;		/* a received frame it holds (WRITE, FLUSH), or null */
 	u8 *reply_at;		/* where its reply frame begins */
@@ -44,12 +52,13 @@ struct slot_fields {
 	u8 tries;		/* times the disk answered it "again" */
 	bool copy;		/* WRITE payload the disk cannot take in place */
 	bool lent;		/* its reply is in a buffer the shim lent it */
+	bool windowed;		/* started in its session's replay window: its status goes there */
 };
 
 struct slot : slot_fields {
-	u8 pad[128 - sizeof(slot_fields)];
+	u8 pad[192 - sizeof(slot_fields)];
 };
-static_assert(sizeof(slot) == 128, "a slot is two cache lines");
+static_assert(sizeof(slot) == 192, "a slot is three cache lines");
 
 /* A FIFO of slot numbers only the worker touches: as large as the slot table. */
 struct slot_list {
@@ -96,6 +105,7 @@ public:
 	void complete(u32 index, u16 status);
 
 	void read_stats(netblk_stats *stats) const;
+	const session_table &sessions() const { return sessions_; }
 	const histogram &service_time() const { return hist_; }
 
 	/* for tests */
@@ -115,9 +125,22 @@ public:
 
 private:
 	endpoint local() const;
+	/* What a HELLO's answer says of the instance's tags (and an EKEYREJECTED's). */
+	u16 auth_flags() const
+	{
+		return (u16)((auth_.keyed ? flag_auth_key : 0) | (auth_.data ? flag_auth_data : 0));
+	}
 	void count_drop(rx_counters &c, drop_reason why) { add_once(c.dropped[why], 1); }
 	netblk_rx_verdict refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 					  const reply_route &route, const header &h, u16 status);
+	netblk_rx_verdict refuse_v1(rx_counters &c, u8 *data, u32 *len,
+				    const frame_layout &layout, const reply_route &route);
+	netblk_rx_verdict hello(rx_counters &c, void *frame, u8 *data, u32 *len,
+				const frame_layout &layout, const reply_route &route,
+				const header &h, u64 now_ns);
+	netblk_rx_verdict serve_session(rx_counters &c, void *frame, u8 *data, u32 *len,
+					const frame_layout &layout, const reply_route &route,
+					const header &h, u64 now_ns);
 	bool take_slots(u32 *indices, u32 count);
 	void fill_slot(slot &s, const header &h, const reply_route &route, u64 now_ns);
 	netblk_rx_verdict queue_read(rx_counters &c, u8 *data, u32 *len,
@@ -126,9 +149,14 @@ private:
 				    const frame_layout &layout, const reply_route &route,
 				    const header &h, u64 now_ns);
 	void start_io(u32 index);
+	void open_session(u32 index, slot &s, u64 now_ns);
+	bool admit(u32 index, u64 now_ns);
+	void discard(u32 index);
+	void window_done(slot &s);
 	int start_write(u32 index, slot &s, bool may_block);
 	void answer_now(u32 index, u16 status);
 	u32 submit_retries(u64 now_ns);
+	void seal_reply(slot &s, u32 data_len);
 	void retry_later(u32 index, u64 now_ns);
 	bool finish_io(u32 index, u64 now_ns);
 	u32 take_unsent(netblk_tx *batch);
@@ -148,8 +176,10 @@ private:
 	u64 local_mac_ = 0;	/* the NIC's address in the low 48 bits: set_link() */
 	u32 link_mtu_ = 0;
 	netblk_instance *shim_ = nullptr;
+	auth_config auth_ = {};
 
 	slot *slots_ = nullptr;
+	session_table sessions_;	/* the worker's (session.h) */
 	rx_counters *rx_ = nullptr;
 	ring free_slots_;
 	ring requests_;

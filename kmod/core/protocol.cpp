@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* netblk wire protocol v1: codec, validation and framing.  See protocol.h. */
+/* netblk wire protocol v2: codec, tags, validation and framing.  See protocol.h. */
 #include "protocol.h"
 
 namespace nb {
@@ -12,8 +12,16 @@ u32 max_io_for_mtu(u32 mtu, u32 sector_size)
 	return room / sector_size * sector_size;
 }
 
+/* A device's limit as one request's length: whole sectors, at most 1 GiB. */
+static u32 request_limit(u64 device_bytes, u32 sector_size)
+{
+	u64 limit = min(device_bytes, (u64)1 << 30);
+
+	return (u32)(limit / sector_size * sector_size);
+}
+
 bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
-		   bool read_only, bool volatile_cache, bool fua)
+		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits)
 {
 	u32 max_io = max_io_for_mtu(mtu, sector_size);
 
@@ -21,9 +29,14 @@ bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 sl
 		return false;
 	g->size_bytes = size_bytes;
 	g->sector_size = sector_size;
+	g->physical_block_size = max(limits.physical_block_size, sector_size);
+	g->io_opt = limits.io_opt;
 	g->max_io = max_io;
 	g->max_read = max_io * read_datagrams_max;
 	g->slots = slots;
+	g->discard_granularity = limits.discard_granularity;
+	g->max_trim = request_limit(limits.max_discard_bytes, sector_size);
+	g->max_write_zeroes = request_limit(limits.max_write_zeroes_bytes, sector_size);
 	g->read_only = read_only;
 	g->volatile_cache = volatile_cache;
 	g->fua = fua;
@@ -38,10 +51,14 @@ bool decode_header(const u8 *p, u32 len, header *h)
 	h->version = p[4];
 	h->op = p[5];
 	h->status = load_be16(p + 6);
-	h->handle = load_be64(p + 8);
-	h->offset = load_be64(p + 16);
-	h->length = load_be32(p + 24);
-	h->flags = load_be16(p + 28);
+	h->flags = load_be16(p + 8);
+	h->session = load_be32(p + 10);
+	h->token = load_be64(p + 14);
+	h->seq = load_be64(p + 22);
+	h->offset = load_be64(p + 30);
+	h->length = load_be32(p + 38);
+	h->reserved = load_be32(p + 42);
+	h->tag = load_be64(p + tag_offset);
 	return true;
 }
 
@@ -51,10 +68,14 @@ void encode_header(u8 *p, const header &h)
 	p[4] = h.version;
 	p[5] = h.op;
 	store_be16(p + 6, h.status);
-	store_be64(p + 8, h.handle);
-	store_be64(p + 16, h.offset);
-	store_be32(p + 24, h.length);
-	store_be16(p + 28, h.flags);
+	store_be16(p + 8, h.flags);
+	store_be32(p + 10, h.session);
+	store_be64(p + 14, h.token);
+	store_be64(p + 22, h.seq);
+	store_be64(p + 30, h.offset);
+	store_be32(p + 38, h.length);
+	store_be32(p + 42, h.reserved);
+	store_be64(p + tag_offset, h.tag);
 }
 
 void encode_info(u8 *p, const geometry &g)
@@ -67,18 +88,77 @@ void encode_info(u8 *p, const geometry &g)
 		flags |= info_flag_volatile_cache;
 	if (g.fua)
 		flags |= info_flag_fua;
+	if (g.max_trim)
+		flags |= info_flag_trim;
+	if (g.max_write_zeroes)
+		flags |= info_flag_write_zeroes;
 	store_be64(p + 0, g.size_bytes);
 	store_be32(p + 8, g.sector_size);
-	store_be32(p + 12, g.max_io);
-	store_be32(p + 16, g.max_read);
-	store_be32(p + 20, flags);
-	store_be32(p + 24, g.slots);
-	store_be32(p + 28, 0);
+	store_be32(p + 12, g.physical_block_size);
+	store_be32(p + 16, g.io_opt);
+	store_be32(p + 20, g.max_io);
+	store_be32(p + 24, g.max_read);
+	store_be32(p + 28, flags);
+	store_be32(p + 32, g.slots);
+	store_be32(p + 36, g.discard_granularity);
+	store_be32(p + 40, g.max_trim);
+	store_be32(p + 44, g.max_write_zeroes);
 }
 
-static decision refuse(u16 status) { return { verdict::refuse, status }; }
+/* ---- tags ---- */
 
-/* READ and WRITE: whole sectors, not empty, not too long, inside the device. */
+u64 compute_tag(const auth_config &a, const u8 *header_bytes, const u8 *data, u32 data_len)
+{
+	siphash h(a.key);
+
+	h.update(header_bytes, tag_offset);
+	if (a.data && data_len)
+		h.update(data, data_len);
+	return h.final();
+}
+
+void seal(const auth_config &a, u8 *header_bytes, const u8 *data, u32 data_len)
+{
+	store_be64(header_bytes + tag_offset,
+		   a.keyed ? compute_tag(a, header_bytes, data, data_len) : 0);
+}
+
+/* ---- validation ---- */
+
+static decision refuse(u16 status) { return { verdict::refuse, status }; }
+static constexpr decision serve = { verdict::serve, status_ok };
+
+decision validate_header(const u8 *payload, u32 udp_payload_len, const auth_config &a,
+			 header *h)
+{
+	/* another version's header may be shorter: look at what they all share */
+	if (udp_payload_len < v1_header_size || load_be32(payload) != proto_magic ||
+	    (payload[5] & op_reply_bit))
+		return { verdict::drop, status_ok };
+	if (payload[4] != proto_version)
+		return { verdict::refuse_v1, status_eprotonosupport };
+	if (!decode_header(payload, udp_payload_len, h))
+		return { verdict::drop, status_ok };
+	/* before anything else: an unkeyed client learns nothing but this */
+	if (a.keyed && h->tag != compute_tag(a, payload, payload + header_size,
+					      udp_payload_len - header_size))
+		return refuse(status_ekeyrejected);
+	if (h->op < op_info || h->op > op_last)
+		return refuse(status_eopnotsupp);
+	if ((h->flags & ~flags_known) || h->reserved)
+		return refuse(status_einval);
+	if ((h->flags & flag_fua) && h->op != op_write)
+		return refuse(status_einval);
+	if (h->op == op_hello) {
+		if (h->session || h->seq == 0 || h->offset || h->length ||
+		    udp_payload_len != header_size)
+			return refuse(status_einval);
+		return { verdict::hello, status_ok };
+	}
+	return serve;
+}
+
+/* Whole sectors, not empty, not longer than @limit, inside the device. */
 static decision check_extent(const header &h, u32 limit, const geometry &g)
 {
 	if (h.length == 0)
@@ -89,41 +169,47 @@ static decision check_extent(const header &h, u32 limit, const geometry &g)
 		return refuse(status_einval);
 	if (h.offset > g.size_bytes || h.length > g.size_bytes - h.offset)
 		return refuse(status_erange);
-	return { verdict::serve, status_ok };
+	return serve;
 }
 
-decision validate_request(const u8 *payload, u32 udp_payload_len, const geometry &g,
-			  header *h)
+/* Ops that carry no data: their datagram is the header alone. */
+static decision check_no_data(u32 udp_payload_len)
 {
-	if (!decode_header(payload, udp_payload_len, h) || h->magic != proto_magic)
-		return { verdict::drop, status_ok };
-	if (h->op & op_reply_bit)
-		return { verdict::drop, status_ok };
-	if (h->version != proto_version)
-		return refuse(status_eprotonosupport);
-	if (h->op < op_info || h->op > op_flush)
-		return refuse(status_eopnotsupp);
-	if (h->flags & ~flags_known)
-		return refuse(status_einval);
-	if ((h->flags & flag_fua) && h->op != op_write)
-		return refuse(status_einval);
-	if (g.read_only && (h->op == op_write || h->op == op_flush))
+	return udp_payload_len == header_size ? serve : refuse(status_einval);
+}
+
+decision validate_op(const header &h, u32 udp_payload_len, const geometry &g)
+{
+	if (g.read_only && op_changes_disk(h.op))
 		return refuse(status_erofs);
 
-	switch (h->op) {
+	switch (h.op) {
 	case op_info:
-		return { verdict::serve, status_ok };
+		return check_no_data(udp_payload_len);
 	case op_flush:
-		if (h->offset || h->length)
+		if (h.offset || h.length)
 			return refuse(status_einval);
-		return { verdict::serve, status_ok };
+		return check_no_data(udp_payload_len);
 	case op_read:
-		return check_extent(*h, g.max_read, g);
-	default: /* op_write */
-		decision d = check_extent(*h, g.max_io, g);
-		if (d.what == verdict::serve && udp_payload_len != header_size + h->length)
+		if (udp_payload_len != header_size)
+			return refuse(status_einval);
+		return check_extent(h, g.max_read, g);
+	case op_trim:
+	case op_write_zeroes: {
+		u32 limit = h.op == op_trim ? g.max_trim : g.max_write_zeroes;
+
+		if (!limit)
+			return refuse(status_eopnotsupp);
+		decision d = check_extent(h, limit, g);
+		return d.what == verdict::serve ? check_no_data(udp_payload_len) : d;
+	}
+	default: /* op_write */ {
+		decision d = check_extent(h, g.max_io, g);
+
+		if (d.what == verdict::serve && udp_payload_len != header_size + h.length)
 			return refuse(status_einval);
 		return d;
+	}
 	}
 }
 
@@ -293,8 +379,7 @@ bool udp_checksum_ok(const u8 *ip_header, const u8 *udp, u32 udp_len)
 	return fold(ones_sum(udp, udp_len, sum)) == 0xffff;
 }
 
-u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
-			u32 data_len, u16 ip_id)
+u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u16 ip_id)
 {
 	u32 l3 = eth_header_size;
 
@@ -309,7 +394,7 @@ u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply
 
 	u8 *ip = frame + l3;
 	u8 *udp = ip + ipv4_header_size;
-	u32 udp_len = udp_header_size + header_size + data_len;
+	u32 udp_len = udp_header_size + payload_len;
 	u32 ip_len = ipv4_header_size + udp_len;
 
 	ip[0] = 0x45;			/* IPv4, 20-byte header */
@@ -328,9 +413,16 @@ u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply
 	store_be16(udp + 2, route.dst_port);
 	store_be16(udp + 4, (u16)udp_len);
 	store_be16(udp + 6, 0);		/* not computed */
+	return l3 + ipv4_header_size + udp_header_size;
+}
 
-	encode_header(udp + udp_header_size, reply);
-	return l3 + ip_len;
+u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
+			u32 data_len, u16 ip_id)
+{
+	u32 at = write_frame_headers(frame, route, header_size + data_len, ip_id);
+
+	encode_header(frame + at, reply);
+	return at + header_size + data_len;
 }
 
 } /* namespace nb */

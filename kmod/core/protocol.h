@@ -1,30 +1,49 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * netblk wire protocol v1 (docs/protocol.md): the 30-byte header every
- * request and reply begins with, the INFO payload, the request validation
- * that decides between dropping, refusing and serving a datagram, and the
- * Ethernet/IPv4/UDP framing around it.
+ * netblk wire protocol v2 (docs/protocol.md): the 54-byte header every
+ * request and reply begins with, the INFO payload, the tag that
+ * authenticates a datagram on a keyed instance, the request validation that
+ * decides between dropping, refusing and serving a datagram, and the
+ * Ethernet/IPv4/UDP framing around it.  Sessions, cookies and replay
+ * windows are session.h's.
  */
 #ifndef NETBLK_CORE_PROTOCOL_H
 #define NETBLK_CORE_PROTOCOL_H
 
+#include "siphash.h"
 #include "types.h"
 
 namespace nb {
 
 constexpr u32 proto_magic = 0x4E424C4Bu;	/* "NBLK" */
-constexpr u8 proto_version = 1;
+constexpr u8 proto_version = 2;
 
 enum op_code : u8 {
 	op_info = 1,
 	op_read = 2,
 	op_write = 3,
 	op_flush = 4,
+	op_trim = 5,
+	op_write_zeroes = 6,
+	op_hello = 7,
 };
 constexpr u8 op_reply_bit = 0x80;
+constexpr u8 op_last = op_hello;
+
+/* Whether @op changes the disk: executed at most once (the replay window). */
+constexpr bool op_changes_disk(u8 op)
+{
+	return op == op_write || op == op_flush || op == op_trim || op == op_write_zeroes;
+}
 
 constexpr u16 flag_fua = 1u << 0;
 constexpr u16 flags_known = flag_fua;
+/*
+ * In HELLO's answers and EKEYREJECTED's: what the instance's tags cover, so
+ * that a client with the key in the other mode is told, not left guessing.
+ */
+constexpr u16 flag_auth_key = 1u << 8;
+constexpr u16 flag_auth_data = 1u << 9;
 
 /* Reply status: Linux errno values, the same on every architecture netblk runs on. */
 enum status_code : u16 {
@@ -34,41 +53,61 @@ enum status_code : u16 {
 	status_einval = 22,
 	status_erofs = 30,
 	status_erange = 34,
+	status_eoverflow = 75,		/* a sequence number too far ahead of the window */
+	status_eusers = 87,		/* no room for another session */
 	status_emsgsize = 90,
 	status_eprotonosupport = 93,
 	status_eopnotsupp = 95,
+	status_enotconn = 107,		/* no such session: open one (HELLO) */
+	status_estale = 116,		/* a sequence number older than the window: never executed */
+	status_ekeyrejected = 129,	/* no valid tag on a keyed instance */
 };
 
 constexpr u32 eth_header_size = 14;
 constexpr u32 ipv4_header_size = 20;	/* replies never carry options */
 constexpr u32 udp_header_size = 8;
-constexpr u32 header_size = 30;
+constexpr u32 header_size = 54;
+constexpr u32 tag_offset = 46;		/* the tag is the header's last 8 bytes */
 /* IPv4 + UDP + netblk: what a datagram spends before its data. */
-constexpr u32 datagram_overhead = ipv4_header_size + udp_header_size + header_size;	/* 58 */
+constexpr u32 datagram_overhead = ipv4_header_size + udp_header_size + header_size;	/* 82 */
 /* Ethernet + the above: a reply's data starts dword-aligned at this offset. */
-constexpr u32 reply_headroom = eth_header_size + datagram_overhead;	/* 72 */
-constexpr u32 info_payload_size = 32;
+constexpr u32 reply_headroom = eth_header_size + datagram_overhead;	/* 96 */
+static_assert(reply_headroom % 8 == 0, "data starts 8-byte aligned in the frame");
+constexpr u32 info_payload_size = 48;
 constexpr u32 read_datagrams_max = 16;	/* max_read = 16 x max_io */
-constexpr u32 mtu_min = 576;
+/* One 512-byte sector behind the headers. */
+constexpr u32 mtu_min = datagram_overhead + 512;	/* 594 */
+
+/* Protocol v1's header, which only the EPROTONOSUPPORT answer still speaks. */
+constexpr u32 v1_header_size = 30;
 
 struct header {
 	u32 magic;
 	u8 version;
 	u8 op;
 	u16 status;
-	u64 handle;
+	u16 flags;
+	u32 session;	/* 0 in a HELLO; else the id HELLO gave */
+	u64 token;	/* HELLO: 0 or the cookie; else the session's token */
+	u64 seq;	/* HELLO: the client's nonce; else the request's number in its session */
 	u64 offset;
 	u32 length;
-	u16 flags;
+	u32 reserved;	/* 0 */
+	u64 tag;	/* keyed instances: compute_tag(); else 0 */
 };
 
 /* What an instance serves, as INFO tells a client. */
 struct geometry {
 	u64 size_bytes;
 	u32 sector_size;
+	u32 physical_block_size;
+	u32 io_opt;		/* optimal I/O size, 0: none given */
 	u32 max_io;
 	u32 max_read;
 	u32 slots;
+	u32 discard_granularity;
+	u32 max_trim;		/* bytes one TRIM may cover; 0: no TRIM */
+	u32 max_write_zeroes;	/* bytes one WRITE_ZEROES may cover; 0: none */
 	bool read_only;
 	bool volatile_cache;
 	bool fua;
@@ -77,23 +116,55 @@ struct geometry {
 constexpr u32 info_flag_read_only = 1u << 0;
 constexpr u32 info_flag_volatile_cache = 1u << 1;
 constexpr u32 info_flag_fua = 1u << 2;
+constexpr u32 info_flag_trim = 1u << 3;
+constexpr u32 info_flag_write_zeroes = 1u << 4;
+
+/* What the device can do beyond reads and writes (the block layer's limits). */
+struct device_limits {
+	u32 physical_block_size;
+	u32 io_opt;
+	u32 discard_granularity;
+	u64 max_discard_bytes;		/* 0: no discard */
+	u64 max_write_zeroes_bytes;	/* 0: no write-zeroes */
+};
 
 /* Whole sectors that fit one datagram at @mtu; 0 when not even one does. */
 u32 max_io_for_mtu(u32 mtu, u32 sector_size);
 
-/* Fills max_io and max_read from the mtu; false when no sector fits. */
+/*
+ * Fills @g from the device and the mtu; false when no sector fits.  The
+ * largest TRIM and WRITE_ZEROES are the device's, in whole sectors, at most
+ * 1 GiB (one request's length is 32 bits; the block layer splits them).
+ */
 bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
-		   bool read_only, bool volatile_cache, bool fua);
+		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits);
 
 /* False when @len is too short for a header.  Byte order is converted. */
 bool decode_header(const u8 *p, u32 len, header *h);
 void encode_header(u8 *p, const header &h);
 void encode_info(u8 *p, const geometry &g);
 
+/*
+ * A keyed instance's authentication: the tag is SipHash-2-4 under the key of
+ * the header's first tag_offset bytes, and with auth=full of the data after
+ * the header too, in both directions.
+ */
+struct auth_config {
+	bool keyed;
+	bool data;		/* auth=full */
+	siphash_key key;
+};
+
+u64 compute_tag(const auth_config &a, const u8 *header_bytes, const u8 *data, u32 data_len);
+/* Store the tag of an encoded header (and its data): 0 when not keyed. */
+void seal(const auth_config &a, u8 *header_bytes, const u8 *data, u32 data_len);
+
 enum class verdict : u8 {
-	serve,	/* valid: take a slot and do it */
-	refuse,	/* answer one header carrying the status */
-	drop,	/* answer nothing: malformed, or itself a reply */
+	serve,		/* valid: take a slot and do it */
+	refuse,		/* answer one header carrying the status */
+	refuse_v1,	/* another version: answer one v1 header, EPROTONOSUPPORT */
+	hello,		/* a well-formed HELLO: the session logic decides */
+	drop,		/* answer nothing: malformed, or itself a reply */
 };
 
 struct decision {
@@ -102,17 +173,26 @@ struct decision {
 };
 
 /*
- * Decide what a datagram for the instance gets.  @udp_payload_len is the
- * length of the UDP payload (netblk header included) as the UDP header says.
+ * The checks that need no session: is this a v2 request, rightly tagged,
+ * of a known op with known flags?  @udp_payload_len is the length of the UDP
+ * payload (netblk header included) as the UDP header says.  serve here means
+ * "look up its session, then validate_op()".
  */
-decision validate_request(const u8 *payload, u32 udp_payload_len, const geometry &g,
-			  header *h);
+decision validate_header(const u8 *payload, u32 udp_payload_len, const auth_config &a,
+			 header *h);
+
+/*
+ * What a request of an open session asks for: whole sectors inside the
+ * device, within the limits INFO gives, nothing that changes a read-only
+ * instance, what the device can do.
+ */
+decision validate_op(const header &h, u32 udp_payload_len, const geometry &g);
 
 /* ---- Ethernet / IPv4 / UDP framing ---- */
 
 constexpr u32 vlan_tag_size = 4;	/* an 802.1Q tag after the source MAC */
 
-/* Bytes of headers before a reply's data: 72, or 76 with a VLAN tag. */
+/* Bytes of headers before a reply's data: 96, or 100 with a VLAN tag. */
 constexpr u32 reply_headers_size(bool tagged)
 {
 	return reply_headroom + (tagged ? vlan_tag_size : 0);
@@ -192,6 +272,12 @@ void route_from_request(const frame_layout &req, const endpoint &local, reply_ro
  */
 u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
 			u32 data_len, u16 ip_id);
+
+/*
+ * The Ethernet, IPv4 and UDP headers alone, for @payload_len bytes of UDP
+ * payload after them; returns where the payload begins in @frame.
+ */
+u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u16 ip_id);
 
 /* The IPv4 header checksum over @len bytes (a multiple of 2). */
 u16 ipv4_checksum(const u8 *ip_header, u32 len);

@@ -25,11 +25,14 @@ enum netblk_io_op {
 	NETBLK_IO_READ = 1,
 	NETBLK_IO_WRITE,
 	NETBLK_IO_FLUSH,
+	NETBLK_IO_DISCARD,
+	NETBLK_IO_WRITE_ZEROES,
 };
 
 /*
  * Start slot @slot's disk I/O: READ into, or WRITE from, @len bytes at @data
- * (a buffer inside a frame: no copy), or FLUSH (@data NULL).  @fua: the write
+ * (a buffer inside a frame: no copy), FLUSH, or DISCARD or WRITE_ZEROES of
+ * @len bytes at @offset (@data NULL for these three).  @fua: the write
  * must reach stable media.  @may_block: submit it so that the disk may make
  * the worker wait (no REQ_NOWAIT), for an I/O the disk keeps answering
  * "again" otherwise.  Its end is reported by netblk_core_complete(),
@@ -40,9 +43,10 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block);
 
 /*
- * The first byte of slot @slot's own frame buffer, with room for the 72
- * bytes of headers and max_io bytes of data after it, the disk may DMA into
- * at byte 72; NULL when none can be had now.  Worker context.
+ * The first byte of slot @slot's own frame buffer, with room for the reply
+ * headroom's bytes of headers (96, or 100 with a VLAN tag) and max_io bytes
+ * of data after it, the disk may DMA into at the headroom; NULL when none
+ * can be had now.  Worker context.
  */
 uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot);
 

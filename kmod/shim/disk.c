@@ -98,7 +98,10 @@ static void netblk_io_end(struct bio *bio)
  */
 static bool netblk_pollable(struct netblk_instance *inst, blk_opf_t opf)
 {
-	return inst->polled && !(opf & (REQ_PREFLUSH | REQ_FUA));
+	enum req_op op = opf & REQ_OP_MASK;
+
+	return inst->polled && (op == REQ_OP_READ || op == REQ_OP_WRITE) &&
+	       !(opf & (REQ_PREFLUSH | REQ_FUA));
 }
 
 int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
@@ -117,6 +120,13 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 		break;
 	case NETBLK_IO_FLUSH:
 		opf = REQ_OP_WRITE | REQ_PREFLUSH;
+		break;
+	case NETBLK_IO_DISCARD:
+		opf = REQ_OP_DISCARD;
+		break;
+	case NETBLK_IO_WRITE_ZEROES:
+		/* the device may unmap what it zeroes: INFO promises zeros, not space */
+		opf = REQ_OP_WRITE_ZEROES;
 		break;
 	default:
 		return -EINVAL;
@@ -141,6 +151,10 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 		 * multi-page bvec needs.
 		 */
 		__bio_add_page(bio, virt_to_page(data), len, offset_in_page(data));
+	} else if (op == NETBLK_IO_DISCARD || op == NETBLK_IO_WRITE_ZEROES) {
+		/* no pages: the block layer splits it by the queue's limits */
+		bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
+		bio->bi_iter.bi_size = len;
 	}
 	io->offset = offset;
 	bio->bi_end_io = netblk_io_end;

@@ -14,6 +14,11 @@
 #define NETBLK_PUT_STATS	1u
 #define NETBLK_PUT_LATENCY	2u
 
+static const struct netlink_range_validation netblk_sessions_range = {
+	.min = 1,
+	.max = NETBLK_SESSIONS_LIMIT,
+};
+
 static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_DEVICE]	= { .type = NLA_NUL_STRING, .len = NETBLK_DEVICE_MAX - 1 },
 	[NETBLK_A_PORT]		= { .type = NLA_U16 },
@@ -27,6 +32,9 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_VLAN]		= { .type = NLA_U16 },
 	[NETBLK_A_ALLOW]	= { .type = NLA_NESTED },
 	[NETBLK_A_ALLOW_PREFIX]	= NLA_POLICY_EXACT_LEN(sizeof(struct netblk_prefix)),
+	[NETBLK_A_SESSIONS]	= NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_sessions_range),
+	[NETBLK_A_KEY]		= NLA_POLICY_EXACT_LEN(NETBLK_KEY_BYTES),
+	[NETBLK_A_AUTH]		= NLA_POLICY_MAX(NLA_U32, NETBLK_AUTH_FULL),
 };
 
 static struct genl_family netblk_family;
@@ -82,6 +90,22 @@ static const struct {
 	{ NETBLK_S_REPLIES_OVERSIZED, offsetof(struct netblk_stats, replies_oversized) },
 	{ NETBLK_S_TX_DEFERRED, offsetof(struct netblk_stats, tx_deferred) },
 	{ NETBLK_S_TX_ERRORS, offsetof(struct netblk_stats, tx_errors) },
+	{ NETBLK_S_TRIMS, offsetof(struct netblk_stats, trims) },
+	{ NETBLK_S_TRIM_BYTES, offsetof(struct netblk_stats, trim_bytes) },
+	{ NETBLK_S_WRITE_ZEROES, offsetof(struct netblk_stats, write_zeroes) },
+	{ NETBLK_S_WRITE_ZEROES_BYTES, offsetof(struct netblk_stats, write_zeroes_bytes) },
+	{ NETBLK_S_SESSIONS_OPEN, offsetof(struct netblk_stats, sessions_open) },
+	{ NETBLK_S_SESSIONS_OPENED, offsetof(struct netblk_stats, sessions_opened) },
+	{ NETBLK_S_SESSIONS_EVICTED, offsetof(struct netblk_stats, sessions_evicted) },
+	{ NETBLK_S_SESSIONS_REFUSED, offsetof(struct netblk_stats, sessions_refused) },
+	{ NETBLK_S_HELLO_COOKIES, offsetof(struct netblk_stats, hello_cookies) },
+	{ NETBLK_S_NOT_CONNECTED, offsetof(struct netblk_stats, not_connected) },
+	{ NETBLK_S_AUTH_FAILED, offsetof(struct netblk_stats, auth_failed) },
+	{ NETBLK_S_OLD_VERSION, offsetof(struct netblk_stats, old_version) },
+	{ NETBLK_S_DUPLICATES, offsetof(struct netblk_stats, duplicates) },
+	{ NETBLK_S_DUPLICATES_IN_FLIGHT, offsetof(struct netblk_stats, duplicates_in_flight) },
+	{ NETBLK_S_STALE, offsetof(struct netblk_stats, stale) },
+	{ NETBLK_S_TOO_FAR, offsetof(struct netblk_stats, too_far) },
 };
 
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
@@ -196,6 +220,8 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
 	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
 	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
+	    nla_put_u32(skb, NETBLK_A_SESSIONS, inst->sessions) ||
+	    nla_put_u32(skb, NETBLK_A_AUTH, inst->auth) ||
 	    (inst->handoff && nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex)) ||
 	    nla_put_u32(skb, NETBLK_A_STATE, inst->state) ||
 	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS, netblk_instance_uptime_ms(inst),
@@ -348,6 +374,23 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 	if (a[NETBLK_A_VLAN])
 		p->vlan = nla_get_u16(a[NETBLK_A_VLAN]);
 	p->xdp_link_fd = a[NETBLK_A_XDP_LINK_FD] ? (int)nla_get_u32(a[NETBLK_A_XDP_LINK_FD]) : -1;
+	p->sessions = a[NETBLK_A_SESSIONS] ? nla_get_u32(a[NETBLK_A_SESSIONS]) :
+					     NETBLK_SESSIONS_DEFAULT;
+	if (a[NETBLK_A_KEY]) {
+		p->has_key = true;
+		nla_memcpy(p->key, a[NETBLK_A_KEY], sizeof(p->key));
+	}
+	p->auth = a[NETBLK_A_AUTH] ? nla_get_u32(a[NETBLK_A_AUTH]) :
+				     p->has_key ? NETBLK_AUTH_HEADER : NETBLK_AUTH_NONE;
+	if (p->has_key && p->auth == NETBLK_AUTH_NONE) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_AUTH],
+				    "a key with auth=none: say auth=header or auth=full, or give no key");
+		return -EINVAL;
+	}
+	if (!p->has_key && p->auth != NETBLK_AUTH_NONE) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_AUTH], "auth= needs a key: give key=FILE");
+		return -EINVAL;
+	}
 	return netblk_parse_allow(info, p);
 }
 
@@ -390,7 +433,7 @@ static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	}
 out:
 	nlmsg_free(reply);
-	kfree(params);
+	kfree_sensitive(params);	/* it may hold a key */
 	return err;
 }
 

@@ -22,6 +22,7 @@
 #include <linux/file.h>
 #include <linux/module.h>
 #include <linux/net.h>
+#include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
@@ -166,7 +167,8 @@ static void netblk_close_bdev(struct netblk_instance *inst)
 
 /* ---- the core ---- */
 
-static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_ack *extack)
+static int netblk_create_core(struct netblk_instance *inst, const struct netblk_start_params *p,
+			      struct netlink_ext_ack *extack)
 {
 	struct block_device *bdev = file_bdev(inst->bdev_file);
 	struct netblk_core_config config = {
@@ -184,10 +186,23 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 		.fua = bdev_fua(bdev),
 		/* payloads the disk cannot DMA from in place are copied, counted */
 		.dma_align_mask = bdev_dma_alignment(bdev),
+		.physical_block_size = bdev_physical_block_size(bdev),
+		.io_opt = bdev_io_opt(bdev),
+		.discard_granularity = bdev_discard_granularity(bdev),
+		.max_discard_bytes = (u64)bdev_max_discard_sectors(bdev) << SECTOR_SHIFT,
+		.max_write_zeroes_bytes = (u64)bdev_write_zeroes_sectors(bdev) << SECTOR_SHIFT,
+		.sessions = inst->sessions,
+		.keyed = p->auth != NETBLK_AUTH_NONE,
+		.auth_data = p->auth == NETBLK_AUTH_FULL,
 		.shim = inst,
 	};
 	int err;
 
+	BUILD_BUG_ON(NETBLK_KEY_SIZE != NETBLK_KEY_BYTES);
+	/* a new secret each start: no cookie or session of before is good */
+	get_random_bytes(config.secret, sizeof(config.secret));
+	if (p->has_key)
+		memcpy(config.key, p->key, sizeof(config.key));
 	memcpy(config.local_mac, inst->addr_dev->dev_addr, ETH_ALEN);
 	if (!netblk_core_max_io_for_mtu(inst->mtu, inst->sector_size)) {
 		NL_SET_ERR_MSG_FMT(extack, "%u-byte sectors do not fit a datagram at mtu %u (max %u): raise mtu=",
@@ -196,8 +211,10 @@ static int netblk_create_core(struct netblk_instance *inst, struct netlink_ext_a
 		return -EMSGSIZE;
 	}
 	err = netblk_core_create(&config, &inst->core);
+	memzero_explicit(config.key, sizeof(config.key));
+	memzero_explicit(config.secret, sizeof(config.secret));
 	if (err)
-		NL_SET_ERR_MSG(extack, "out of memory for the instance's slots");
+		NL_SET_ERR_MSG(extack, "out of memory for the instance's slots and sessions");
 	return err;
 }
 
@@ -357,6 +374,8 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	inst->port = p->port;
 	inst->read_only = p->read_only;
 	inst->poll_us = p->poll_us;
+	inst->sessions = p->sessions;
+	inst->auth = p->auth;
 	inst->nr_allow = p->nr_allow;
 	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
 }
@@ -395,7 +414,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	err = netblk_open_bdev(inst, extack);
 	if (err)
 		goto fail;
-	err = netblk_create_core(inst, extack);
+	err = netblk_create_core(inst, p, extack);
 	if (err)
 		goto fail;
 	err = netblk_disk_init(inst);

@@ -25,8 +25,8 @@
 #include "netblk_genl.h"
 
 #define NETBLK_PORT_MIN		1024
-#define NETBLK_MTU_MIN		576
-#define NETBLK_DATAGRAM_OVERHEAD	58	/* IPv4 + UDP + netblk headers */
+#define NETBLK_MTU_MIN		594	/* one 512-byte sector behind the headers */
+#define NETBLK_DATAGRAM_OVERHEAD	82	/* IPv4 + UDP + netblk headers */
 #define NETBLK_POLL_US_MAX	100000
 #define NETBLK_DEVICE_MAX	256	/* bytes of a device path, NUL included */
 #define NETBLK_DRIVER_MAX	32	/* ethtool's driver name */
@@ -47,13 +47,17 @@ struct netblk_start_params {
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];
 	int xdp_link_fd;	/* -1: none given */
+	u32 sessions;		/* the session table's size */
+	bool has_key;
+	u8 key[NETBLK_KEY_BYTES];
+	u32 auth;		/* enum netblk_auth */
 };
 
 struct netblk_io;
 struct netblk_nic_xdp;
 struct xdp_frame;
 
-#define NETBLK_REPLY_HEADROOM	72	/* Ethernet + IPv4 + UDP + netblk headers */
+#define NETBLK_REPLY_HEADROOM	96	/* Ethernet + IPv4 + UDP + netblk headers */
 
 struct netblk_instance {
 	struct list_head node;		/* on netblk_instances, under netblk_lock */
@@ -76,6 +80,8 @@ struct netblk_instance {
 	u32 cpu;
 	u32 poll_us;
 	u16 vlan;			/* 0: untagged */
+	u32 sessions;			/* protocol v2 sessions it holds */
+	u32 auth;			/* enum netblk_auth (the key is the core's alone) */
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];	/* netblkctl puts them in the XDP program */
 	u64 size_bytes;

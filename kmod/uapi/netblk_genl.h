@@ -41,6 +41,15 @@
 #define NETBLK_GENL_MCGRP_EVENTS	"events"
 
 #define NETBLK_ALLOW_MAX		64	/* prefixes in an allowlist */
+#define NETBLK_KEY_BYTES		16	/* a key= key: SipHash-2-4's 128 bits */
+#define NETBLK_SESSIONS_LIMIT		65536	/* sessions= at most */
+
+/* NETBLK_A_AUTH: what a keyed instance's tags cover (docs/protocol.md). */
+enum netblk_auth {
+	NETBLK_AUTH_NONE,	/* no key: no tags */
+	NETBLK_AUTH_HEADER,	/* the header of every datagram */
+	NETBLK_AUTH_FULL,	/* the header and the data */
+};
 
 /* NETBLK_A_ALLOW_PREFIX: one allowed source prefix, e.g. 10.1.0.0/16. */
 struct netblk_prefix {
@@ -104,6 +113,10 @@ enum netblk_attr {
 	NETBLK_A_STATE,		/* u32: enum netblk_state */
 	NETBLK_A_STOPPING_MS,	/* u64: how long it has been stopping */
 	NETBLK_A_STOPPING,	/* u32: instances a STOP left stopping */
+	NETBLK_A_SESSIONS,	/* u32: protocol v2 sessions the instance holds (START: 1..65536) */
+	/* binary, NETBLK_KEY_BYTES: accept only datagrams tagged with this key (START only) */
+	NETBLK_A_KEY,
+	NETBLK_A_AUTH,		/* u32: enum netblk_auth; absent: NONE, or HEADER with a key */
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
@@ -185,6 +198,22 @@ enum netblk_stat_attr {
 	NETBLK_S_REPLIES_OVERSIZED,	/* larger than the NIC's MTU now: dropped */
 	NETBLK_S_TX_DEFERRED,	/* replies the NIC had no room for at first */
 	NETBLK_S_TX_ERRORS,	/* transmits the NIC failed with an error */
+	NETBLK_S_TRIMS,
+	NETBLK_S_TRIM_BYTES,
+	NETBLK_S_WRITE_ZEROES,
+	NETBLK_S_WRITE_ZEROES_BYTES,
+	NETBLK_S_SESSIONS_OPEN,		/* a gauge */
+	NETBLK_S_SESSIONS_OPENED,
+	NETBLK_S_SESSIONS_EVICTED,	/* idle ones closed to make room */
+	NETBLK_S_SESSIONS_REFUSED,	/* HELLO answered EUSERS: full of active sessions */
+	NETBLK_S_HELLO_COOKIES,		/* HELLOs answered with a cookie */
+	NETBLK_S_NOT_CONNECTED,		/* answered ENOTCONN: no such session */
+	NETBLK_S_AUTH_FAILED,		/* answered EKEYREJECTED: no valid tag */
+	NETBLK_S_OLD_VERSION,		/* answered EPROTONOSUPPORT */
+	NETBLK_S_DUPLICATES,		/* answered again as the original was, not executed */
+	NETBLK_S_DUPLICATES_IN_FLIGHT,	/* dropped: the original was at the disk */
+	NETBLK_S_STALE,			/* refused ESTALE: older than the replay window */
+	NETBLK_S_TOO_FAR,		/* refused EOVERFLOW: beyond the replay window */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)

@@ -1,5 +1,8 @@
-"""A fake netblk instance for the client's tests: protocol v1 over UDP on
-127.0.0.1, served by a thread from a bytearray "disk".
+"""A fake netblk instance for the client's tests: protocol v2 over UDP on
+127.0.0.1, served by a thread from a bytearray "disk".  Sessions (HELLO with
+a cookie, then a session id and token), a replay window for what changes
+the disk (a duplicate of an answered one is answered the same, not
+executed), TRIM and WRITE_ZEROES, and tags when it has a key.
 
     with FakeServer(size=1 << 20, loss=0.2) as srv:
         c = Client("127.0.0.1", srv.port, timeout=0.02)
@@ -17,17 +20,22 @@ Knobs (all attributes, changeable while it runs):
     loss       probability that a reply datagram is dropped (seeded)
     drop       callable(header tuple) -> bool: drop this reply datagram
     busy_first the first N requests are answered EAGAIN
-    busy_each  every handle is answered EAGAIN its first N times
+    busy_each  every request (session, seq) is answered EAGAIN its first N times
     shuffle    READ chunks go out in random order
     duplicate  every reply datagram is sent twice
     stray      before each reply: a datagram with the wrong magic, one with an
-               unknown handle and one that is too short
+               unknown seq and one that is too short
+    key, auth_data  a keyed instance (16 bytes), tags over the data too
+    busy_hellos  the first N HELLOs that bring their cookie are answered EAGAIN
+                 (the module's take a slot, which a busy instance may not have)
     silent     answer nothing at all
     eio        [(offset, length), ...]: READ chunks overlapping these fail EIO
     corrupt_at a device offset whose byte READs return inverted (None: off)
 
 What it saw: log (one Request per datagram that was a request), max_in_use
-(the most slots held at once), replies_sent.
+(the most slots held at once), replies_sent, executed (requests that changed
+the disk, each once), duplicates (answered again without executing).
+forget_sessions() does what an instance started again does to its sessions.
 """
 
 from __future__ import annotations
@@ -38,26 +46,46 @@ import select
 import socket
 import struct
 import threading
+import sys
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
-HEADER = struct.Struct(">IBBHQQIH")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"))
+from netblk import Auth, siphash24  # noqa: E402  (the tag is the client's; the codec is this file's)
+
+HEADER = struct.Struct(">IBBHHIQQQIIQ")
+HEADER_SIZE = HEADER.size  # 54
+TAG_OFFSET = 46
 MAGIC = 0x4E424C4B
-OP_INFO, OP_READ, OP_WRITE, OP_FLUSH = 1, 2, 3, 4
+OP_INFO, OP_READ, OP_WRITE, OP_FLUSH, OP_TRIM, OP_WRITE_ZEROES, OP_HELLO = 1, 2, 3, 4, 5, 6, 7
+CHANGES_DISK = (OP_WRITE, OP_FLUSH, OP_TRIM, OP_WRITE_ZEROES)
 FLAG_FUA = 1
+FLAG_AUTH_KEY, FLAG_AUTH_DATA = 1 << 8, 1 << 9
+WINDOW = 1024
 
 
 @dataclass
 class Request:
     op: int
     status: int
-    handle: int
+    seq: int
     offset: int
     length: int
     flags: int
     version: int
     payload_len: int
     answer: int  # status it got: 0 served, else the refusal; -1 not answered (silent)
+    session: int = 0
+
+
+class _Session:
+    def __init__(self, sid: int, token: int, addr):
+        self.id = sid
+        self.token = token
+        self.addr = addr
+        self.top = 0
+        self.done: dict[int, int] = {}  # seq -> status, for what changes the disk
 
 
 class FakeServer:
@@ -67,7 +95,9 @@ class FakeServer:
                  busy_first: int = 0, busy_each: int = 0, shuffle: bool = False,
                  duplicate: bool = False, stray: bool = False, silent: bool = False,
                  eio=(), drop=None, corrupt_at: int | None = None,
-                 fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0):
+                 fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0,
+                 key: bytes | None = None, auth_data: bool = False, trim: bool = True,
+                 busy_hellos: int = 0):
         self.size = size
         self.sector = sector
         self.max_io = max_io
@@ -90,6 +120,14 @@ class FakeServer:
         self.eio = list(eio)
         self.drop = drop
         self.corrupt_at = corrupt_at
+        self.auth = Auth(key, auth_data) if key is not None else None
+        self.trim = trim
+        self.busy_hellos = busy_hellos
+        self.secret = random.Random(seed + 2).randbytes(16)
+        self.sessions: dict[int, _Session] = {}
+        self._next_session = 1
+        self.executed = 0
+        self.duplicates = 0
         if fill is None:
             fill = bytes(random.Random(seed + 1).getrandbits(8) for _ in range(4096))
         self.disk = bytearray((fill * (size // len(fill) + 1))[:size])
@@ -131,6 +169,11 @@ class FakeServer:
     def requests(self, op: int | None = None) -> list[Request]:
         return [r for r in list(self.log) if op is None or r.op == op]
 
+    def forget_sessions(self) -> None:
+        """As an instance started again: no session, no cookie of before is good."""
+        self.sessions = {}
+        self.secret = bytes(b ^ 0xFF for b in self.secret)
+
     # -- serving
 
     def _serve(self) -> None:
@@ -161,6 +204,9 @@ class FakeServer:
 
     def _emit(self, dgram: bytes, addr) -> None:
         hdr = HEADER.unpack_from(dgram)
+        if self.auth is not None and hdr[3] != errno.EKEYREJECTED:
+            dgram = dgram[:TAG_OFFSET] + self.auth.tag(dgram, dgram[HEADER_SIZE:]).to_bytes(
+                8, "big") + dgram[HEADER_SIZE:]
         if self.drop is not None and self.drop(hdr):
             return
         if self.loss and self.rng.random() < self.loss:
@@ -169,8 +215,8 @@ class FakeServer:
             bad = bytearray(dgram)
             bad[0:4] = b"XBLK"
             self._sendto(bytes(bad), addr)
-            self._sendto(HEADER.pack(MAGIC, 1, hdr[2], 0, hdr[4] ^ 0x5A5A, hdr[5], hdr[6], 0)
-                         + b"\0" * min(hdr[6], 1024), addr)
+            self._sendto(HEADER.pack(MAGIC, 2, hdr[2], 0, 0, hdr[5], hdr[6], hdr[7] ^ 0x5A5A,
+                                     hdr[8], hdr[9], 0, 0) + b"\0" * min(hdr[9], 1024), addr)
             self._sendto(dgram[:12], addr)
         self._sendto(dgram, addr)
         self.replies_sent += 1
@@ -183,29 +229,43 @@ class FakeServer:
         except (BlockingIOError, ConnectionRefusedError):
             pass  # as good as lost
 
-    def _header(self, op, status, handle, offset, length, flags=0) -> bytes:
-        return HEADER.pack(MAGIC, 1, op | 0x80, status, handle, offset, length, flags)
+    def _header(self, op, status, seq, offset, length, flags=0, session=None,
+                token=None) -> bytes:
+        h = self._current
+        return HEADER.pack(MAGIC, 2, op | 0x80, status, flags,
+                           h[5] if session is None else session,
+                           h[6] if token is None else token, seq, offset, length, 0, 0)
+
+    def _cookie(self, addr, nonce: int) -> int:
+        return siphash24(self.secret, f"{addr}:{nonce}".encode()) or 1
 
     def _validate(self, data: bytes, h) -> int | None:
         """None: drop; 0: serve; else the refusal (the order protocol.cpp uses)."""
-        magic, version, op, status, handle, offset, length, flags = h
+        magic, version, op, status, flags, session, token, seq, offset, length, reserved, tag = h
         if magic != MAGIC or op & 0x80:
             return None
-        if version != 1:
-            return errno.EPROTONOSUPPORT
-        if op < OP_INFO or op > OP_FLUSH:
+        if self.auth is not None and tag != self.auth.tag(data, data[HEADER_SIZE:]):
+            return errno.EKEYREJECTED
+        if op < OP_INFO or op > OP_HELLO:
             return errno.EOPNOTSUPP
-        if flags & ~FLAG_FUA:
+        if flags & ~FLAG_FUA or reserved:
             return errno.EINVAL
         if flags & FLAG_FUA and op != OP_WRITE:
             return errno.EINVAL
-        if self.read_only and op in (OP_WRITE, OP_FLUSH):
+        if op == OP_HELLO:
+            return errno.EINVAL if session or not seq or offset or length else 0
+        s = self.sessions.get(session)
+        if s is None or s.token != token or s.addr != self._addr:
+            return errno.ENOTCONN
+        if self.read_only and op in CHANGES_DISK:
             return errno.EROFS
         if op == OP_INFO:
             return 0
         if op == OP_FLUSH:
             return errno.EINVAL if offset or length else 0
-        limit = self.max_read if op == OP_READ else self.max_io
+        limit = {OP_READ: self.max_read, OP_WRITE: self.max_io}.get(op, 1 << 30)
+        if op in (OP_TRIM, OP_WRITE_ZEROES) and not self.trim:
+            return errno.EOPNOTSUPP
         if length == 0:
             return errno.EINVAL
         if length > limit:
@@ -214,33 +274,96 @@ class FakeServer:
             return errno.EINVAL
         if offset > self.size or length > self.size - offset:
             return errno.ERANGE
-        if op == OP_WRITE and len(data) != 30 + length:
+        if op == OP_WRITE and len(data) != HEADER_SIZE + length:
             return errno.EINVAL
         return 0
 
+    def _hello(self, h, addr) -> None:
+        nonce, cookie = h[7], h[6]
+        if cookie != self._cookie(addr, nonce):
+            self._emit(self._header(OP_HELLO, 0, nonce, 0, 0, self._auth_flags(), 0,
+                                    self._cookie(addr, nonce)), addr)
+            return
+        if self.busy_hellos > 0:
+            self.busy_hellos -= 1
+            self._emit(self._header(OP_HELLO, errno.EAGAIN, nonce, 0, 0, 0, 0, cookie), addr)
+            return
+        s = next((s for s in self.sessions.values() if s.addr == addr and s.nonce == nonce),
+                 None)
+        if s is None:
+            s = _Session(self._next_session, random.getrandbits(63) | 1, addr)
+            s.nonce = nonce
+            self._next_session += 1
+            self.sessions[s.id] = s
+        self._emit(self._header(OP_HELLO, 0, nonce, 0, 0, self._auth_flags(), s.id, s.token),
+                   addr)
+
+    def _auth_flags(self) -> int:
+        if self.auth is None:
+            return 0
+        return FLAG_AUTH_KEY | (FLAG_AUTH_DATA if self.auth.data else 0)
+
+    def _window(self, s: _Session, op: int, seq: int):
+        """None: execute it; else the status to answer without executing it."""
+        if seq > s.top + WINDOW:
+            return errno.EOVERFLOW
+        if seq + WINDOW <= s.top or seq == 0:
+            return errno.ESTALE
+        if op not in CHANGES_DISK:
+            s.top = max(s.top, seq)
+            return None
+        if seq in s.done:
+            self.duplicates += 1
+            return s.done[seq]
+        s.top = max(s.top, seq)
+        return None
+
     def _handle(self, data: bytes, addr) -> None:
-        if len(data) < 30:
+        if len(data) < HEADER_SIZE:
+            return
+        if data[:4] == struct.pack(">I", MAGIC) and data[4] != 2 and not data[5] & 0x80:
+            # another version: answered in version 1's header, as the module does
+            self.log.append(Request(data[5], 0, 0, 0, 0, 0, data[4], 0, errno.EPROTONOSUPPORT))
+            self._sendto(struct.pack(">IBBH", MAGIC, 2, data[5] | 0x80, errno.EPROTONOSUPPORT)
+                         + data[8:28] + b"\0\0", addr)
             return
         h = HEADER.unpack_from(data)
-        magic, version, op, status, handle, offset, length, flags = h
+        magic, version, op, status, flags, session, seq_, offset, length = \
+            h[0], h[1], h[2], h[3], h[4], h[5], h[7], h[8], h[9]
+        self._current = h
+        self._addr = addr
         verdict = self._validate(data, h)
         if verdict is None:
             return
-        req = Request(op, status, handle, offset, length, flags, version, len(data) - 30, verdict)
+        handle = seq_
+        req = Request(op, status, handle, offset, length, flags, version,
+                      len(data) - HEADER_SIZE, verdict, session)
         self.log.append(req)
         if self.silent:
             req.answer = -1
             return
         if verdict:
-            self._emit(self._header(op, verdict, handle, offset, length, flags), addr)
+            rflags = flags
+            if verdict == errno.EKEYREJECTED:
+                rflags = FLAG_AUTH_KEY | (FLAG_AUTH_DATA if self.auth.data else 0)
+            self._emit(self._header(op, verdict, handle, offset, length, rflags), addr)
+            return
+        if op == OP_HELLO:
+            self._hello(h, addr)
+            return
+        sess = self.sessions[session]
+        again = self._window(sess, op, handle)
+        if again is not None:
+            req.answer = again
+            self._emit(self._header(op, again, handle, offset, length, flags), addr)
             return
 
         self._requests += 1
         busy = self._requests <= self.busy_first
         if self.busy_each:
-            n = self._busy_counts.get(handle, 0)
+            n = self._busy_counts.get((session, handle), 0)
             if n < self.busy_each:
-                self._busy_counts[handle] = n + 1
+                self._busy_counts[(session, handle)] = n + 1
                 busy = True
         cost = -(-length // self.max_io) if op == OP_READ else 1
         holding = bool(self.delay or self.gate)
@@ -251,6 +374,9 @@ class FakeServer:
             self._emit(self._header(op, errno.EAGAIN, handle, offset, length, flags), addr)
             return
 
+        if op in CHANGES_DISK:
+            sess.done[handle] = 0
+            self.executed += 1
         replies = self._serve_one(op, handle, offset, length, flags, data)
         if holding:
             now = time.monotonic()
@@ -269,15 +395,20 @@ class FakeServer:
     def _serve_one(self, op, handle, offset, length, flags, data) -> list[bytes]:
         if op == OP_INFO:
             iflags = (1 if self.read_only else 0) | (2 if self.volatile else 0) | \
-                (4 if self.fua else 0)
-            body = struct.pack(">QIIIIII", self.size, self.sector, self.max_io, self.max_read,
-                               iflags, self.slots, 0)
+                (4 if self.fua else 0) | (24 if self.trim else 0)
+            big = 1 << 30 if self.trim else 0
+            body = struct.pack(">QIIIIIIIIII", self.size, self.sector, self.sector, 0,
+                               self.max_io, self.max_read, iflags, self.slots,
+                               self.sector if self.trim else 0, big, big)
             return [self._header(op, 0, handle, 0, len(body)) + body]
         if op == OP_FLUSH:
             return [self._header(op, 0, handle, 0, 0)]
         if op == OP_WRITE:
-            self.disk[offset:offset + length] = data[30:30 + length]
+            self.disk[offset:offset + length] = data[HEADER_SIZE:HEADER_SIZE + length]
             return [self._header(op, 0, handle, offset, length, flags)]
+        if op in (OP_TRIM, OP_WRITE_ZEROES):
+            self.disk[offset:offset + length] = bytes(length)
+            return [self._header(op, 0, handle, offset, length)]
         out = []
         for pos in range(offset, offset + length, self.max_io):
             n = min(self.max_io, offset + length - pos)

@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "client"))
 sys.path.insert(0, str(HERE))
 
 import netblk  # noqa: E402
-from netblk import (FLAG_FUA, OP_FLUSH, OP_INFO, OP_READ, OP_WRITE, Client,  # noqa: E402
+from netblk import (FLAG_FUA, OP_FLUSH, OP_HELLO, OP_INFO, OP_READ, OP_WRITE, Client,  # noqa: E402
                     NetblkError, NetblkTimeout)
 from netblk_fake import FakeServer  # noqa: E402
 
@@ -91,9 +91,12 @@ def test_parse_range():
 def test_info_parsing(server, capsys):
     with client_for(server) as c:
         info = c.info()
-    assert info == netblk.Info(size=3 * MiB, sector_size=4096, max_io=8192, max_read=16 * 8192,
-                               flags=0b101, slots=128, reserved=0)
+    assert info == netblk.Info(size=3 * MiB, sector_size=4096, physical_block_size=4096,
+                               io_opt=0, max_io=8192, max_read=16 * 8192, flags=0b11101,
+                               slots=128, discard_granularity=4096, max_trim=1 << 30,
+                               max_write_zeroes=1 << 30)
     assert info.read_only and not info.volatile_cache and info.fua
+    assert info.trim and info.write_zeroes
 
     rc, out, _ = cli(server, "info", "--json", capsys=capsys)
     assert rc == 0
@@ -111,7 +114,7 @@ def test_info_reply_too_short(server):
     # a request() sees the raw INFO reply; Info.unpack refuses a short one
     with client_for(server) as c:
         r = c.request(OP_INFO, 0, 0)
-    assert r.status == 0 and len(r.data) == 32
+    assert r.status == 0 and len(r.data) == 48
     with pytest.raises(NetblkError, match="INFO reply carries 8 bytes"):
         netblk.Info.unpack(r.data[:8])
 
@@ -136,7 +139,7 @@ def test_round_trip_across_chunks(server, window):
     assert len(writes) == -(-length // 1024) and all(w.length <= 1024 for w in writes)
     assert len(reads) == -(-length // 16384) + 1 and all(r.length <= 16384 for r in reads)
     # every request had its own handle
-    handles = [r.handle for r in server.log]
+    handles = [r.seq for r in server.log if r.op != OP_HELLO]
     assert len(set(handles)) == len(handles)
 
 
@@ -223,11 +226,13 @@ def test_resend_on_loss(server):
     seen: dict[int, tuple] = {}
     resent = 0
     for r in server.log:
+        if r.op == OP_HELLO:
+            continue
         key = (r.op, r.offset, r.length, r.flags)
-        if r.handle in seen:
-            assert seen[r.handle] == key
+        if r.seq in seen:
+            assert seen[r.seq] == key
             resent += 1
-        seen[r.handle] = key
+        seen[r.seq] = key
     assert resent > 0
 
 
@@ -236,7 +241,7 @@ def test_resend_whole_read_when_a_chunk_is_missing(server):
 
     def drop_once(hdr):
         # the first chunk at offset 5 KiB of the first READ that carries it is lost
-        handle, off = hdr[4], hdr[5]
+        handle, off = hdr[7], hdr[8]
         if hdr[2] == OP_READ | 0x80 and off == 5 * 1024 and not dropped:
             dropped.add(handle)
             return True
@@ -252,7 +257,7 @@ def test_resend_whole_read_when_a_chunk_is_missing(server):
         # completes the READ, and the chunks after it come for a finished request
         assert c.stats.duplicates == 5
     reads = server.requests(OP_READ)
-    assert len(reads) == 2 and reads[0].handle == reads[1].handle
+    assert len(reads) == 2 and reads[0].seq == reads[1].seq
     assert (reads[1].offset, reads[1].length) == (0, 16 * 1024)
 
 
@@ -277,10 +282,12 @@ def test_eagain_backoff(server):
     # timeouts; the bound is the timeout, not how fast this machine is.)
     assert elapsed < timeout, f"{3 * n} EAGAINs took {elapsed:.1f} s to get through"
     # each request was sent 4 times (3 x EAGAIN, then served), after a back-off
-    by_handle: dict[int, list] = {}
+    by_seq: dict[int, list] = {}
     for r in server.log:
-        by_handle.setdefault(r.handle, []).append(r.answer)
-    assert all(v == [errno.EAGAIN] * 3 + [0] for v in by_handle.values())
+        if r.op == OP_HELLO:
+            continue
+        by_seq.setdefault(r.seq, []).append(r.answer)
+    assert all(v == [errno.EAGAIN] * 3 + [0] for v in by_seq.values())
 
 
 def test_eagain_burst(server):
@@ -306,7 +313,8 @@ def test_eagain_forever_gives_up(server):
 @pytest.mark.parametrize("server", [dict(silent=True)], indirect=True)
 def test_give_up_after_bounded_tries(server, capsys):
     c = client_for(server, timeout=0.01, tries=3)
-    c._info = netblk.Info(server.size, 512, 1024, 16384, 0, 256)  # INFO would go unanswered too
+    c._info = netblk.Info(server.size, 512, 512, 0, 1024, 16384, 0, 256, 0, 0, 0)
+    c.session = netblk.Session(1, 1)  # so is HELLO: give up on the READ itself  # INFO would go unanswered too
     t0 = time.monotonic()
     with pytest.raises(NetblkTimeout) as ei:
         c.read(2048, 1024)
@@ -319,12 +327,13 @@ def test_give_up_after_bounded_tries(server, capsys):
     assert ei.value.status is None and ei.value.op == OP_READ
     assert (ei.value.offset, ei.value.length) == (2048, 1024)
     reads = server.requests(OP_READ)
-    assert len(reads) == 3 and len({r.handle for r in reads}) == 1
+    assert len(reads) == 3 and len({r.seq for r in reads}) == 1
     c.close()
 
     rc, out, err = cli(server, "--timeout", "0.01", "--tries", "2", "flush", capsys=capsys)
     assert rc == 1
-    assert "netblk: FLUSH: no answer from 127.0.0.1:" in err and "2 tries" in err
+    # the CLI opens a session first: a silent host fails there, named
+    assert "netblk: HELLO: no answer from 127.0.0.1:" in err and "2 tries" in err
 
 
 def test_port_unreachable():
@@ -365,9 +374,10 @@ def test_refusals_raise_with_errno_names(server):
 def test_raw_statuses(server):
     with client_for(server) as c:
         g = c.info()
-        r = c.request(OP_READ, 0, 1024, version=2)
+        r = c.request(OP_READ, 0, 1024, version=1)
         assert r.status == errno.EPROTONOSUPPORT and r.status_name == "EPROTONOSUPPORT"
-        assert c.request(7, 0, 0).status == errno.EOPNOTSUPP
+        assert r.version == 2, "the answer says which version the instance speaks"
+        assert c.request(8, 0, 0).status == errno.EOPNOTSUPP
         r = c.request(OP_READ, 0, g.max_read + 512)
         assert r.status == errno.EMSGSIZE and (r.offset, r.length) == (0, g.max_read + 512)
         assert c.request(OP_WRITE, 0, 1536, b"w" * 1536).status == errno.EMSGSIZE
@@ -376,12 +386,12 @@ def test_raw_statuses(server):
         assert c.request(OP_WRITE, 0, 512, b"w" * 512, flags=2).status == errno.EINVAL
         assert c.request(OP_FLUSH, 512, 0).status == errno.EINVAL
         assert c.request(OP_READ, 0, 0).status == errno.EINVAL
-        r = c.request(OP_READ, 1024, 3072, handle=0xDEADBEEF)
-        assert r.ok and r.handle == 0xDEADBEEF and len(r.chunks) == 3
+        r = c.request(OP_READ, 1024, 3072, seq=500)
+        assert r.ok and r.seq == 500 and len(r.chunks) == 3
         assert r.data == bytes(server.disk[1024:4096])
         assert [ch.offset for ch in sorted(r.chunks, key=lambda x: x.offset)] == [1024, 2048, 3072]
-        r = c.request(OP_WRITE, 512, 512, b"q" * 512, handle=42)
-        assert r.ok and r.handle == 42 and r.length == 512 and r.data == b""
+        r = c.request(OP_WRITE, 512, 512, b"q" * 512, seq=42)
+        assert r.ok and r.seq == 42 and r.length == 512 and r.data == b""
         assert server.disk[512:1024] == b"q" * 512
 
 
@@ -550,7 +560,7 @@ def test_bench_counts_retries(server):
         def drop_first_read(hdr):
             # the first READ answer is lost for certain, however few the bench makes
             if hdr[2] == OP_READ | 0x80 and not lost:
-                lost.append(hdr[4])
+                lost.append(hdr[7])
                 return True
             return False
 
@@ -559,4 +569,4 @@ def test_bench_counts_retries(server):
         r = netblk.bench(c, "randread", 1024, 0.3, window=16, seed=1)
     assert lost and r["ops"] > 0 and r["retries"] > 0 and r["errors"] == 0
     # a resent READ is the same request: the lost one's handle came again
-    assert sum(q.handle == lost[0] for q in server.requests(OP_READ)) >= 2
+    assert sum(q.seq == lost[0] for q in server.requests(OP_READ)) >= 2

@@ -35,9 +35,9 @@ sys.path.insert(0, str(ROOT / "client"))
 from guest import kernel_trouble  # noqa: E402
 from nbtest import host_elf, leaked  # noqa: E402
 from netblk import (  # noqa: E402
-    FLAG_FUA, HEADER, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_VOLATILE_CACHE, MAGIC,
-    OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_WRITE, Client, NetblkError, NetblkTimeout,
-    pack_header,
+    FLAG_FUA, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_TRIM, INFO_VOLATILE_CACHE,
+    INFO_WRITE_ZEROES, MAGIC, OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
+    OP_WRITE_ZEROES, Client, NetblkError, NetblkTimeout, hello, pack_header, unpack_header,
 )
 
 P1, P2 = "/dev/nvme0n1p1", "/dev/nvme0n1p2"
@@ -164,9 +164,9 @@ def recv_all(s, quiet=0.5, limit=10.0, until=None):
 
 def parse(d):
     assert len(d) >= HEADER_SIZE, f"reply of {len(d)} bytes: {d!r}"
-    magic, version, op, status, handle, off, length, flags = HEADER.unpack_from(d)
-    return dict(magic=magic, version=version, op=op, status=status, handle=handle, offset=off,
-                length=length, flags=flags, data=d[HEADER_SIZE:])
+    r = unpack_header(d)
+    r["handle"] = r["seq"]  # what the tests match replies by
+    return r
 
 
 def md5(b):
@@ -326,15 +326,16 @@ def test_info_matches_device(netblk):
             info = c.info()
             assert (info.size, info.sector_size) == (size, ss), (dev, info)
             assert (info.max_io, info.max_read, info.slots) == (MAX_IO, MAX_READ, SLOTS), info
-            assert info.flags == dev_flags | (INFO_READ_ONLY if ro else 0), \
+            # QEMU's NVMe discards and writes zeroes (DSM, Write Zeroes)
+            assert info.flags == dev_flags | (INFO_READ_ONLY if ro else 0) | INFO_TRIM | \
+                INFO_WRITE_ZEROES, \
                 f"{dev} ({'ro' if ro else 'rw'}): INFO flags {info.flags:#x}, device says " \
                 f"write_cache={wc!r} fua={fua!r}"
-            assert info.reserved == 0
-            # the raw reply: header echoes the handle, payload is 32 bytes
-            r = c.request(OP_INFO, 0, 0, handle=0x1122334455667788)
-            assert (r.status, r.op, r.version, r.handle) == (0, OP_INFO | OP_REPLY, 1,
-                                                              0x1122334455667788), r
-            assert len(r.data) == 32, r
+            assert info.physical_block_size >= ss and info.max_trim and info.max_write_zeroes, info
+            # the raw reply: header echoes the seq, payload is 48 bytes
+            r = c.request(OP_INFO, 0, 0, seq=500)
+            assert (r.status, r.op, r.version, r.seq) == (0, OP_INFO | OP_REPLY, 2, 500), r
+            assert len(r.data) == 48, r
 
 
 # --------------------------------------------------------------------------
@@ -399,39 +400,40 @@ BIG = 1 << 63
 def refusal_cases(size):
     """(name, op, offset, length, payload, flags, version, status)."""
     return [
-        ("read misaligned offset", OP_READ, 1, 512, b"", 0, 1, E.EINVAL),
-        ("write misaligned offset", OP_WRITE, 100, 512, bytes(512), 0, 1, E.EINVAL),
-        ("read misaligned length", OP_READ, 0, 100, b"", 0, 1, E.EINVAL),
-        ("write misaligned length", OP_WRITE, 0, 100, bytes(100), 0, 1, E.EINVAL),
-        ("read zero length", OP_READ, 0, 0, b"", 0, 1, E.EINVAL),
-        ("write zero length", OP_WRITE, 0, 0, b"", 0, 1, E.EINVAL),
-        ("write payload short", OP_WRITE, 0, 1024, bytes(512), 0, 1, E.EINVAL),
-        ("write payload long", OP_WRITE, 0, 512, bytes(1024), 0, 1, E.EINVAL),
-        ("write no payload", OP_WRITE, 0, 512, b"", 0, 1, E.EINVAL),
-        ("read unknown flag", OP_READ, 0, 512, b"", 1 << 1, 1, E.EINVAL),
-        ("write unknown flag", OP_WRITE, 0, 512, bytes(512), 0x8000, 1, E.EINVAL),
-        ("info unknown flag", OP_INFO, 0, 0, b"", 1 << 5, 1, E.EINVAL),
-        ("read FUA", OP_READ, 0, 512, b"", FLAG_FUA, 1, E.EINVAL),
-        ("flush FUA", OP_FLUSH, 0, 0, b"", FLAG_FUA, 1, E.EINVAL),
-        ("info FUA", OP_INFO, 0, 0, b"", FLAG_FUA, 1, E.EINVAL),
-        ("flush offset", OP_FLUSH, 512, 0, b"", 0, 1, E.EINVAL),
-        ("flush length", OP_FLUSH, 0, 512, b"", 0, 1, E.EINVAL),
-        ("read at the end", OP_READ, size, 512, b"", 0, 1, E.ERANGE),
-        ("read over the end", OP_READ, size - 512, 1024, b"", 0, 1, E.ERANGE),
-        ("write over the end", OP_WRITE, size - 512, 1024, bytes(1024), 0, 1, E.ERANGE),
-        ("read far beyond", OP_READ, BIG, 512, b"", 0, 1, E.ERANGE),
-        ("write far beyond", OP_WRITE, BIG, 512, bytes(512), 0, 1, E.ERANGE),
+        ("read misaligned offset", OP_READ, 1, 512, b"", 0, 2, E.EINVAL),
+        ("write misaligned offset", OP_WRITE, 100, 512, bytes(512), 0, 2, E.EINVAL),
+        ("read misaligned length", OP_READ, 0, 100, b"", 0, 2, E.EINVAL),
+        ("write misaligned length", OP_WRITE, 0, 100, bytes(100), 0, 2, E.EINVAL),
+        ("read zero length", OP_READ, 0, 0, b"", 0, 2, E.EINVAL),
+        ("write zero length", OP_WRITE, 0, 0, b"", 0, 2, E.EINVAL),
+        ("write payload short", OP_WRITE, 0, 1024, bytes(512), 0, 2, E.EINVAL),
+        ("write payload long", OP_WRITE, 0, 512, bytes(1024), 0, 2, E.EINVAL),
+        ("write no payload", OP_WRITE, 0, 512, b"", 0, 2, E.EINVAL),
+        ("read unknown flag", OP_READ, 0, 512, b"", 1 << 1, 2, E.EINVAL),
+        ("write unknown flag", OP_WRITE, 0, 512, bytes(512), 0x8000, 2, E.EINVAL),
+        ("info unknown flag", OP_INFO, 0, 0, b"", 1 << 5, 2, E.EINVAL),
+        ("read FUA", OP_READ, 0, 512, b"", FLAG_FUA, 2, E.EINVAL),
+        ("flush FUA", OP_FLUSH, 0, 0, b"", FLAG_FUA, 2, E.EINVAL),
+        ("info FUA", OP_INFO, 0, 0, b"", FLAG_FUA, 2, E.EINVAL),
+        ("flush offset", OP_FLUSH, 512, 0, b"", 0, 2, E.EINVAL),
+        ("flush length", OP_FLUSH, 0, 512, b"", 0, 2, E.EINVAL),
+        ("read at the end", OP_READ, size, 512, b"", 0, 2, E.ERANGE),
+        ("read over the end", OP_READ, size - 512, 1024, b"", 0, 2, E.ERANGE),
+        ("write over the end", OP_WRITE, size - 512, 1024, bytes(1024), 0, 2, E.ERANGE),
+        ("read far beyond", OP_READ, BIG, 512, b"", 0, 2, E.ERANGE),
+        ("write far beyond", OP_WRITE, BIG, 512, bytes(512), 0, 2, E.ERANGE),
         # a WRITE over max_io cannot carry its payload in one frame at mtu 1500
         # (it would arrive fragmented, which is dropped): the header alone says it
-        ("write > max_io", OP_WRITE, 0, MAX_IO + 512, bytes(MAX_IO), 0, 1, E.EMSGSIZE),
-        ("write >> max_io", OP_WRITE, 0, 1 << 20, b"", 0, 1, E.EMSGSIZE),
-        ("read > max_read", OP_READ, 0, MAX_READ + 512, b"", 0, 1, E.EMSGSIZE),
-        ("read 1 MiB", OP_READ, 0, 1 << 20, b"", 0, 1, E.EMSGSIZE),
-        ("version 2", OP_INFO, 0, 0, b"", 0, 2, E.EPROTONOSUPPORT),
+        ("write > max_io", OP_WRITE, 0, MAX_IO + 512, bytes(MAX_IO), 0, 2, E.EMSGSIZE),
+        ("write >> max_io", OP_WRITE, 0, 1 << 20, b"", 0, 2, E.EMSGSIZE),
+        ("read > max_read", OP_READ, 0, MAX_READ + 512, b"", 0, 2, E.EMSGSIZE),
+        ("read 1 MiB", OP_READ, 0, 1 << 20, b"", 0, 2, E.EMSGSIZE),
+        # answered in version 1's 30-byte header, which an old client reads
+        ("version 1", OP_INFO, 0, 0, b"", 0, 1, E.EPROTONOSUPPORT),
         ("version 0 read", OP_READ, 0, 512, b"", 0, 0, E.EPROTONOSUPPORT),
-        ("op 9", 9, 0, 0, b"", 0, 1, E.EOPNOTSUPP),
-        ("op 0", 0, 0, 512, b"", 0, 1, E.EOPNOTSUPP),
-        ("op 0x7f", 0x7F, 0, 0, b"", 0, 1, E.EOPNOTSUPP),
+        ("op 9", 9, 0, 0, b"", 0, 2, E.EOPNOTSUPP),
+        ("op 0", 0, 0, 512, b"", 0, 2, E.EOPNOTSUPP),
+        ("op 0x7f", 0x7F, 0, 0, b"", 0, 2, E.EOPNOTSUPP),
     ]
 
 
@@ -442,14 +444,14 @@ def check_refused(c, cases):
     sends0 = c.stats.sends
     wrong = []
     for i, (name, op, off, length, payload, flags, version, status) in enumerate(cases):
-        handle = 0xA5A5_0000_0000_0000 | (i << 8) | 0x5A
+        handle = 100 + i
         try:
             r = c.request(op, off, length, payload, flags, handle, version=version)
         except NetblkError as e:
             wrong.append(f"{name}: no answer ({e})")
             continue
         chunks = r.chunks or [r]
-        got = [(ch.status, ch.op, ch.handle, ch.offset, ch.length, len(ch.data)) for ch in chunks]
+        got = [(ch.status, ch.op, ch.seq, ch.offset, ch.length, len(ch.data)) for ch in chunks]
         want = [(status, op | OP_REPLY, handle, off, length, 0)]
         if got != want:
             wrong.append(f"{name}: sent op {op} {off}+{length} flags {flags:#x} v{version} "
@@ -478,9 +480,11 @@ def test_refusals_answered(netblk):
     with client(g, RO) as c:
         size = c.info().size
         before = settled_stats(g, RO)
-        cases = [("write on ro", OP_WRITE, 0, 512, bytes(512), 0, 1, E.EROFS),
-                 ("FUA write on ro", OP_WRITE, 4096, 1024, bytes(1024), FLAG_FUA, 1, E.EROFS),
-                 ("flush on ro", OP_FLUSH, 0, 0, b"", 0, 1, E.EROFS)]
+        cases = [("write on ro", OP_WRITE, 0, 512, bytes(512), 0, 2, E.EROFS),
+                 ("FUA write on ro", OP_WRITE, 4096, 1024, bytes(1024), FLAG_FUA, 2, E.EROFS),
+                 ("flush on ro", OP_FLUSH, 0, 0, b"", 0, 2, E.EROFS),
+                 ("trim on ro", OP_TRIM, 0, 4096, b"", 0, 2, E.EROFS),
+                 ("write zeroes on ro", OP_WRITE_ZEROES, 0, 4096, b"", 0, 2, E.EROFS)]
         sent = check_refused(c, cases)
         d = delta(settled_stats(g, RO), before, *keys)
         assert d == {"requests": sent, "refused": sent, "busy": 0, "bad": 0, "reads": 0,
@@ -494,16 +498,18 @@ def test_drops_unanswered(netblk):
     s = raw_socket(g, RW)
     try:
         # the path works: a valid INFO is answered on this very socket
-        s.send(pack_header(OP_INFO, 0, 0, 1))
+        sess = hello(s)
+        s.send(pack_header(OP_INFO, 0, 0, 1, session=sess.id, token=sess.token))
         ok = recv_all(s, quiet=0.3, limit=30, until=lambda got: bool(got))
         assert len(ok) == 1 and parse(ok[0])["status"] == 0, ok
         before = settled_stats(g, RW)
 
-        full = pack_header(OP_READ, 0, 512, 7)
+        full = pack_header(OP_READ, 0, 512, 7, session=sess.id, token=sess.token)
         drops = [
             ("empty datagram", b""),
             ("1 byte", b"N"),
-            ("29 bytes (header minus one)", full[:29]),
+            ("29 bytes (a v1 header minus one)", full[:29]),
+            ("53 bytes (the header minus one)", full[:53]),
             ("wrong magic INFO", pack_header(OP_INFO, 0, 0, 8, magic=0x4E424C4C)),
             ("wrong magic READ", pack_header(OP_READ, 0, 512, 9, magic=0)),
             ("reply bit INFO", pack_header(OP_INFO | OP_REPLY, 0, 0, 10)),
@@ -539,9 +545,11 @@ def test_max_read_is_16_datagrams(netblk):
         c.write(off, data)
     before = settled_stats(g, RW)
     s = raw_socket(g, RW)
-    handle = 0xDEADBEEF00C0FFEE
+    handle = 1
     try:
-        s.send(pack_header(OP_READ, off, MAX_READ, handle))
+        sess = hello(s)
+        before = settled_stats(g, RW)
+        s.send(pack_header(OP_READ, off, MAX_READ, handle, session=sess.id, token=sess.token))
         got = [parse(d) for d in recv_all(s, quiet=0.7, limit=30,
                                           until=lambda got: len(got) >= 16)]
     finally:
@@ -552,7 +560,7 @@ def test_max_read_is_16_datagrams(netblk):
         f"(offsets {[r['offset'] - off for r in got]})"
     for r in mine:
         assert (r["magic"], r["version"], r["op"], r["status"], r["flags"]) == \
-               (MAGIC, 1, OP_READ | OP_REPLY, 0, 0), r
+               (MAGIC, 2, OP_READ | OP_REPLY, 0, 0), r
         assert r["length"] == len(r["data"]) == MAX_IO, (r["offset"], r["length"], len(r["data"]))
     assert sorted(r["offset"] for r in mine) == [off + i * MAX_IO for i in range(16)]
     back = b"".join(r["data"] for r in sorted(mine, key=lambda r: r["offset"]))
@@ -570,17 +578,17 @@ def test_flush_and_fua(netblk):
         before = settled_stats(g, RW)
         s0 = c.stats.sends
         c.flush()
-        r = c.request(OP_FLUSH, 0, 0, handle=0xF1)
-        assert (r.status, r.op, r.handle, r.offset, r.length) == (0, OP_FLUSH | OP_REPLY, 0xF1, 0, 0), r
+        r = c.request(OP_FLUSH, 0, 0, seq=100)
+        assert (r.status, r.op, r.seq, r.offset, r.length) == (0, OP_FLUSH | OP_REPLY, 100, 0, 0), r
         flush_sends = c.stats.sends - s0
 
         off = 5 << 20
         data = random.Random(5).randbytes(3 * 1024)
         s0 = c.stats.sends
         c.write(off, data, window=1, fua=True)
-        r = c.request(OP_WRITE, off + len(data), 512, b"\x5a" * 512, FLAG_FUA, handle=0xF0A)
-        assert (r.status, r.op, r.handle, r.offset, r.length) == \
-               (0, OP_WRITE | OP_REPLY, 0xF0A, off + len(data), 512), r
+        r = c.request(OP_WRITE, off + len(data), 512, b"\x5a" * 512, FLAG_FUA, seq=200)
+        assert (r.status, r.op, r.seq, r.offset, r.length) == \
+               (0, OP_WRITE | OP_REPLY, 200, off + len(data), 512), r
         fua_sends = c.stats.sends - s0
         assert c.read(off, len(data) + 512) == data + b"\x5a" * 512
         after = settled_stats(g, RW)
@@ -839,7 +847,7 @@ def test_flood_past_slots_is_busy(slow_disk):
     fit = SLOTS // (MAX_READ // MAX_IO)
     before = settled_stats(g, RW)
     s = raw_socket(g, RW)
-    handles = {0xF100D000 + i: i * MAX_READ for i in range(n)}
+    handles = {1 + i: i * MAX_READ for i in range(n)}
 
     def all_answered(got):
         """Every READ answered: EAGAIN, or all 16 of its datagrams."""
@@ -853,8 +861,10 @@ def test_flood_past_slots_is_busy(slow_disk):
         return all(h in busy or len(chunks.get(h, ())) == MAX_READ // MAX_IO for h in handles)
 
     try:
+        sess = hello(s)
+        before = settled_stats(g, RW)
         for h, off in handles.items():
-            s.send(pack_header(OP_READ, off, MAX_READ, h))
+            s.send(pack_header(OP_READ, off, MAX_READ, h, session=sess.id, token=sess.token))
         got = [parse(d) for d in recv_all(s, quiet=1.0, limit=120, until=all_answered)]
     finally:
         s.close()
@@ -896,15 +906,16 @@ def test_program_detached_by_hand_is_attached_again(netblk):
 
 
 def test_smaller_mtu_carries_less_a_datagram(netblk):
-    """mtu=576: whole sectors behind 58 bytes of headers is one 512-byte
-    sector a datagram; a WRITE of more is refused EMSGSIZE (it arrives whole
-    here: the path's MTU is 1500), and reads come back in 512-byte chunks."""
+    """mtu=594, the least: whole sectors behind 82 bytes of headers is one
+    512-byte sector a datagram; a WRITE of more is refused EMSGSIZE (it
+    arrives whole here: the path's MTU is 1500), and reads come back in
+    512-byte chunks."""
     g = netblk
-    start(g, P1, RW, "mtu=576")
+    start(g, P1, RW, "mtu=594")
     c = client(g, RW)
     info = c.info()
     assert (info.max_io, info.max_read) == (512, 8192), info
-    assert instances(g)[RW]["mtu"] == 576
+    assert instances(g)[RW]["mtu"] == 594
     data = os.urandom(8192)
     c.write(4096, data)
     r = c.request(OP_READ, 4096, 8192)

@@ -15,6 +15,7 @@ import json
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -23,7 +24,8 @@ sys.path.insert(0, str(ROOT / "client"))
 
 import rawframes as rf  # noqa: E402
 from nbtest import ctl, host_elf, instances, refused, start, wait_stopped  # noqa: E402
-from netblk import HEADER, HEADER_SIZE, OP_INFO, OP_READ, OP_REPLY, pack_header  # noqa: E402
+from netblk import (HEADER_SIZE, OP_HELLO, OP_INFO, OP_READ, OP_REPLY, pack_header,  # noqa: E402
+                    unpack_header)
 
 _PROGRAMS = {f"/usr/sbin/{name}-full" if name == "ip" else f"/usr/sbin/{name}": p
              for name in ("ip", "ethtool") if (p := host_elf(name))}
@@ -44,14 +46,27 @@ class Rig:
         self.server_mac = g.check("cat /sys/class/net/nbv0/address").strip()
         self.client_mac = g.check("cat /sys/class/net/nbv1/address").strip()
 
-    def request(self, op=OP_INFO, offset=0, length=0, handle=1, **kw) -> rf.Frame:
-        """A netblk request from the client to the instance; kw overrides any field."""
+    def request(self, op=OP_HELLO, offset=0, length=0, handle=1, session=None,
+                **kw) -> rf.Frame:
+        """A netblk request from the client to the instance; kw overrides any field.
+        By default a HELLO (handle: its nonce), which any source gets an answer
+        to without a session: a cookie, in a datagram no larger."""
+        sid, token = (session.id, session.token) if session else (0, 0)
         f = rf.Frame(dst_mac=self.server_mac, src_mac=self.client_mac, src_ip=CLIENT_IP,
                      dst_ip=SERVER_IP, src_port=40000, dst_port=PORT,
-                     payload=pack_header(op, offset, length, handle))
+                     payload=pack_header(op, offset, length, handle, session=sid, token=token))
         for k, v in kw.items():
             setattr(f, k, v)
         return f
+
+    def open_session(self, **kw):
+        """HELLO, and HELLO with the cookie, from the client: a session for it."""
+        cookie = self.replies(self.request(handle=99, **kw))[0]["token"]
+        f = self.request(handle=99, **kw)
+        f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
+        r = self.replies(f)
+        assert r and r[0]["session"], r
+        return SimpleNamespace(id=r[0]["session"], token=r[0]["token"])
 
     def exchange(self, *frames: rf.Frame, wait_ms=600) -> list[rf.Parsed]:
         """Send the frames from nbv1; the UDP frames that came back to it."""
@@ -66,9 +81,9 @@ class Rig:
         for p in self.exchange(*frames, **kw):
             if p.src_port != PORT or len(p.payload) < HEADER_SIZE:
                 continue
-            magic, version, op, status, handle, off, length, flags = HEADER.unpack_from(p.payload)
-            out.append(dict(op=op, status=status, handle=handle, length=length,
-                            data=p.payload[HEADER_SIZE:], frame=p))
+            h = unpack_header(p.payload)
+            out.append(dict(op=h["op"], status=h["status"], handle=h["seq"], length=h["length"],
+                            session=h["session"], token=h["token"], data=h["data"], frame=p))
         return out
 
 
@@ -97,7 +112,9 @@ def test_answers_from_the_nics_own_address(rig):
     g = rig.g
     start(g, P1, PORT, "dev=nbv0")
     r = rig.replies(rig.request(handle=7))
-    assert len(r) == 1 and r[0]["op"] == OP_INFO | OP_REPLY and r[0]["status"] == 0, r
+    assert len(r) == 1 and r[0]["op"] == OP_HELLO | OP_REPLY and r[0]["status"] == 0, r
+    assert r[0]["handle"] == 7 and r[0]["token"], "a cookie for this nonce"
+    assert len(r[0]["frame"].payload) == HEADER_SIZE, "no larger than the HELLO"
     f = r[0]["frame"]
     assert (f.src_mac, f.dst_mac) == (rig.server_mac, rig.client_mac)
     assert (f.src_ip, f.dst_ip, f.dst_port) == (SERVER_IP, CLIENT_IP, 40000)
@@ -270,9 +287,12 @@ def test_a_nic_that_cannot_transmit_stops_the_instance(rig):
     no XDP program), as mlx5 or i40e do on a CPU they have no XDP queue for:
     the instance stops and says why, rather than drop every reply."""
     g = rig.g
-    g.check("ethtool -K nbv1 gro off")
     start(g, P1, PORT, "dev=nbv0")
-    hexed = rig.request().build().hex()
+    # a session first, while the NIC can still answer (HELLO's answers come
+    # from the receive path; what the worker sends is what is watched)
+    session = rig.open_session()
+    g.check("ethtool -K nbv1 gro off")
+    hexed = rig.request(OP_INFO, handle=5, session=session).build().hex()
     g.check(f"for i in $(seq 20); do nbraw nbv1 -w 100 {hexed} >/dev/null; "
             f"netblkctl list | grep -q 'port {PORT}' || break; done", timeout=120)
     line = wait_stopped(g, PORT, r"nbv0 refused every reply for 1 s \(error -6\)")
@@ -304,5 +324,5 @@ def test_a_lowered_mtu_stops_the_instance(rig):
     stops = [e for e in events if e["type"] == "event" and e["event"] == "stopped"]
     assert stops and stops[0]["reason"] == "nic_mtu", events
     start(g, P1, PORT, "dev=nbv0", "mtu=1200")
-    r = rig.replies(rig.request(OP_READ, 0, 16384))
+    r = rig.replies(rig.request(OP_READ, 0, 16384, handle=1, session=rig.open_session()))
     assert r and all(len(x["frame"].payload) + 28 <= 1200 for x in r), [len(x["data"]) for x in r]

@@ -28,8 +28,80 @@ void netblk_instance::finish_newest()
 netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask,
 			    uint16_t vlan)
 {
+	fake_options o;
+
+	o.read_only = read_only;
+	o.dma_align_mask = dma_align_mask;
+	o.vlan = vlan;
+	return fake_start(disk_size, o);
+}
+
+bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
+{
+	test::frame_spec spec;
+	spec.vlan = inst->vlan;
+	std::vector<uint8_t> f = test::build_frame(spec, test::hello_request(nonce));
+	uint32_t len = (uint32_t)f.size();
+
+	if (netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, now) != NETBLK_RX_REPLY)
+		return false;
+	f.resize(len);
+	nb::header h = test::reply_header(f);
+	if (h.op != (nb::op_hello | nb::op_reply_bit) || h.status || h.session || !h.token)
+		return false;
+
+	std::vector<uint8_t> again = test::build_frame(spec, test::hello_request(nonce, h.token));
+	len = (uint32_t)again.size();
+	size_t before = inst->sent.size();
+	if (netblk_core_receive(inst->core, 0, again.data(), again.data(), &len, now) !=
+	    NETBLK_RX_KEPT)
+		return false;
+	netblk_core_submit(inst->core, now);
+	while (netblk_core_reply(inst->core, now))
+		;
+	if (inst->sent.size() != before + 1)
+		return false;
+	h = test::reply_header(inst->sent.back());
+	inst->sent.pop_back();
+	inst->transmit_sizes.pop_back();
+	inst->freed_frames.clear();
+	if (h.status || !h.session || !h.token)
+		return false;
+	test::session.id = h.session;
+	test::session.token = h.token;
+	test::session.next_seq = 1;
+	return true;
+}
+
+netblk_stats fake_stats(netblk_instance *inst)
+{
+	netblk_stats s{};
+	netblk_core_read_stats(inst->core, &s);
+
+	uint64_t *now = (uint64_t *)&s;
+	const uint64_t *then = (const uint64_t *)&inst->baseline;
+	static_assert(sizeof(netblk_stats) % sizeof(uint64_t) == 0, "all counters");
+	for (size_t i = 0; i < sizeof(s) / sizeof(uint64_t); i++)
+		now[i] -= then[i];
+	/* gauges are what they are now */
+	netblk_stats raw{};
+	netblk_core_read_stats(inst->core, &raw);
+	s.inflight_queued = raw.inflight_queued;
+	s.inflight_disk = raw.inflight_disk;
+	s.inflight_done = raw.inflight_done;
+	s.sessions_open = raw.sessions_open;
+	return s;
+}
+
+netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
+{
+	bool read_only = o.read_only;
+	uint32_t dma_align_mask = o.dma_align_mask;
+	uint16_t vlan = o.vlan;
+
 	auto *inst = new netblk_instance;
 	inst->disk.assign(disk_size, 0);
+	inst->vlan = vlan;
 	inst->slot_buffers.assign(NETBLK_SLOTS, std::vector<uint8_t>(4096));
 
 	netblk_core_config config{};
@@ -47,11 +119,33 @@ netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_ali
 	config.volatile_cache = 1;
 	config.fua = 1;
 	config.dma_align_mask = dma_align_mask;
+	config.physical_block_size = 4096;
+	config.io_opt = 0;
+	config.discard_granularity = o.trim ? 4096 : 0;
+	config.max_discard_bytes = o.trim ? 1ull << 32 : 0;
+	config.max_write_zeroes_bytes = o.trim ? 1ull << 20 : 0;
+	config.sessions = o.sessions;
+	for (int i = 0; i < NETBLK_KEY_SIZE; i++)
+		config.secret[i] = (uint8_t)(0x5a ^ i);
+	test::session = test::client_session{};
+	if (o.key) {
+		config.keyed = 1;
+		config.auth_data = o.auth_data;
+		memcpy(config.key, o.key, NETBLK_KEY_SIZE);
+		test::session.auth.keyed = true;
+		test::session.auth.data = o.auth_data;
+		test::session.auth.key = nb::siphash_key_from_bytes(o.key);
+	}
 	config.shim = inst;
 	if (netblk_core_create(&config, &inst->core)) {
 		delete inst;
 		return nullptr;
 	}
+	if (o.open_session && !fake_open_session(inst, 1000, 0x600d5e55)) {
+		fake_stop(inst);
+		return nullptr;
+	}
+	netblk_core_read_stats(inst->core, &inst->baseline);
 	return inst;
 }
 
@@ -85,6 +179,10 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	} else if (op == NETBLK_IO_WRITE) {
 		memcpy(&inst->disk[offset], data, len);
 		inst->fua_writes += fua ? 1 : 0;
+	} else if (op == NETBLK_IO_DISCARD || op == NETBLK_IO_WRITE_ZEROES) {
+		/* this disk reads back zeros after either */
+		memset(&inst->disk[offset], 0, len);
+		(op == NETBLK_IO_DISCARD ? inst->discards : inst->zeroings)++;
 	} else {
 		inst->flushes++;
 	}

@@ -39,19 +39,45 @@ struct netblk_instance {
 	std::vector<uint32_t> lent;	/* slots holding one now */
 	uint32_t returned_unlent = 0;	/* reply_done() for a slot that held none */
 	std::vector<bool> blocking;	/* each submission's may_block */
-	uint64_t fua_writes = 0, flushes = 0;
+	uint64_t fua_writes = 0, flushes = 0, discards = 0, zeroings = 0;
+	netblk_stats baseline{};	/* the counters once the session was open */
+	uint16_t vlan = 0;
 
 	void finish_ios();
 	void finish_newest();		/* only the last one submitted */
 	uint64_t submissions = 0;
 };
 
+/* What a fake instance is started with, beyond the disk's size. */
+struct fake_options {
+	bool read_only = false;
+	uint32_t dma_align_mask = 3;
+	uint16_t vlan = 0;		/* 0: untagged */
+	const uint8_t *key = nullptr;	/* 16 bytes: a keyed instance */
+	bool auth_data = false;
+	uint32_t sessions = 0;		/* 0: the default */
+	bool open_session = true;	/* HELLO twice, into test::session */
+	bool trim = true;		/* the disk can discard and write zeroes */
+};
+
 /*
  * An instance's core on a fake disk of @disk_size bytes, 512-byte sectors,
- * mtu 1500, serving test::server_ip:7000 on @vlan (0: untagged).
+ * mtu 1500, serving test::server_ip:7000, with test::session open on it
+ * (its two HELLOs leave no sent frames behind; fake_stats() counts from
+ * after them).
  */
+netblk_instance *fake_start(uint64_t disk_size, const fake_options &options);
 netblk_instance *fake_start(uint64_t disk_size, bool read_only = false,
 			    uint32_t dma_align_mask = 3, uint16_t vlan = 0);
 void fake_stop(netblk_instance *inst);
+
+/*
+ * Open test::session on @inst at @now (ns), as a client does: a HELLO, its
+ * cookie back.  False when the instance did not answer as it should.
+ */
+bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce);
+
+/* The instance's counters less those of opening the session (gauges as they are). */
+netblk_stats fake_stats(netblk_instance *inst);
 
 #endif

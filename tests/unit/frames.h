@@ -20,21 +20,62 @@ inline const u32 client_ip = htonl(0x0a000202);	/* 10.0.2.2 */
 constexpr u16 server_port = 7000;
 constexpr u16 client_port = 40000;
 
-/* A netblk request: header and @payload bytes of 0xa5 (or @data). */
+/*
+ * The session requests are sent in (fake_start() opens one), and the key
+ * they are tagged with: what a client keeps.  seq 0 in request(): the next
+ * number; an explicit one sends that number (again, if it was sent before).
+ */
+struct client_session {
+	u32 id = 0;
+	u64 token = 0;
+	u64 next_seq = 1;
+	auth_config auth = {};
+};
+inline client_session session;
+
+/* A netblk request: header and @payload bytes of 0xa5, tagged if keyed. */
 inline std::vector<u8> request(u8 op, u64 offset, u32 length, u16 flags = 0, u32 payload = 0,
-			       u64 handle = 0x1122334455667788ull)
+			       u64 seq = 0)
 {
 	std::vector<u8> buf(header_size + payload, 0xa5);
-	header h{proto_magic, proto_version, op, 0, handle, offset, length, flags};
+	header h{};
+	h.magic = proto_magic;
+	h.version = proto_version;
+	h.op = op;
+	h.flags = flags;
+	h.session = session.id;
+	h.token = session.token;
+	/* an explicit number moves the count on past it: the next is new */
+	h.seq = seq ? seq : session.next_seq;
+	session.next_seq = (seq > session.next_seq ? seq : session.next_seq) + 1;
+	h.offset = offset;
+	h.length = length;
 	encode_header(buf.data(), h);
+	seal(session.auth, buf.data(), buf.data() + header_size, payload);
 	return buf;
 }
 
-inline std::vector<u8> write_request(u64 offset, const std::vector<u8> &data, u64 handle,
+inline std::vector<u8> write_request(u64 offset, const std::vector<u8> &data, u64 seq = 0,
 				     u16 flags = 0)
 {
-	std::vector<u8> buf = request(op_write, offset, (u32)data.size(), flags, 0, handle);
+	std::vector<u8> buf = request(op_write, offset, (u32)data.size(), flags, 0, seq);
 	buf.insert(buf.end(), data.begin(), data.end());
+	seal(session.auth, buf.data(), buf.data() + header_size, (u32)data.size());
+	return buf;
+}
+
+/* A HELLO with @nonce, bringing back @cookie (0: the first of the two). */
+inline std::vector<u8> hello_request(u64 nonce, u64 cookie = 0)
+{
+	std::vector<u8> buf(header_size, 0);
+	header h{};
+	h.magic = proto_magic;
+	h.version = proto_version;
+	h.op = op_hello;
+	h.token = cookie;
+	h.seq = nonce;
+	encode_header(buf.data(), h);
+	seal(session.auth, buf.data(), nullptr, 0);
 	return buf;
 }
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* The wire codec, request validation and framing of protocol v1. */
+/* The wire codec, tags, request validation and framing of protocol v2. */
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
@@ -14,42 +14,63 @@ using namespace test;
 
 namespace {
 
-geometry make_geometry(bool read_only = false)
+const device_limits disk_limits = {4096, 65536, 4096, 1ull << 32, 1ull << 20};
+
+geometry make_geometry(bool read_only = false, const device_limits &limits = disk_limits)
 {
 	geometry g{};
-	EXPECT_TRUE(geometry_init(&g, 256ull << 20, 512, 1500, 256, read_only, true, true));
+	EXPECT_TRUE(geometry_init(&g, 256ull << 20, 512, 1500, 256, read_only, true, true, limits));
 	return g;
 }
 
-decision check(const std::vector<u8> &buf, const geometry &g)
+const auth_config no_key = {};
+
+/* Both steps, as the engine takes them (the session looked up between). */
+decision check(const std::vector<u8> &buf, const geometry &g, const auth_config &a = no_key)
 {
 	header h{};
-	return validate_request(buf.data(), (u32)buf.size(), g, &h);
+	decision d = validate_header(buf.data(), (u32)buf.size(), a, &h);
+	if (d.what != verdict::serve)
+		return d;
+	return validate_op(h, (u32)buf.size(), g);
 }
 
-void expect_refused(const std::vector<u8> &buf, const geometry &g, u16 status)
+void expect_refused(const std::vector<u8> &buf, const geometry &g, u16 status,
+		    const auth_config &a = no_key)
 {
-	decision d = check(buf, g);
+	decision d = check(buf, g, a);
 	EXPECT_EQ(d.what, verdict::refuse);
 	EXPECT_EQ(d.status, status);
 }
 
-void expect_served(const std::vector<u8> &buf, const geometry &g)
+void expect_served(const std::vector<u8> &buf, const geometry &g, const auth_config &a = no_key)
 {
-	decision d = check(buf, g);
+	decision d = check(buf, g, a);
 	EXPECT_EQ(d.what, verdict::serve) << "status " << d.status;
 }
 
+struct session_for_test {
+	session_for_test()
+	{
+		test::session = client_session{};
+		test::session.id = 3;
+		test::session.token = 0xfeedull;
+	}
+	~session_for_test() { test::session = client_session{}; }
+};
+
 } // namespace
 
-TEST(Geometry, MaxIoIsWholeSectorsBehind58Bytes)
+TEST(Geometry, MaxIoIsWholeSectorsBehind82Bytes)
 {
 	EXPECT_EQ(max_io_for_mtu(1500, 512), 1024u);
-	EXPECT_EQ(max_io_for_mtu(2034, 512), 1536u);
-	EXPECT_EQ(max_io_for_mtu(576, 512), 512u);
-	EXPECT_EQ(max_io_for_mtu(569, 512), 0u);
-	EXPECT_EQ(max_io_for_mtu(570, 512), 512u);
+	EXPECT_EQ(max_io_for_mtu(2058, 512), 1536u);
+	EXPECT_EQ(max_io_for_mtu(mtu_min, 512), 512u);
+	EXPECT_EQ(mtu_min, 594u);
+	EXPECT_EQ(max_io_for_mtu(593, 512), 0u);
+	EXPECT_EQ(max_io_for_mtu(576, 512), 0u) << "v1's 576 no longer carries a sector";
 	EXPECT_EQ(max_io_for_mtu(1500, 4096), 0u);
+	EXPECT_EQ(max_io_for_mtu(4178, 4096), 4096u);
 	EXPECT_EQ(max_io_for_mtu(9000, 4096), 8192u);
 	EXPECT_EQ(max_io_for_mtu(50, 512), 0u);
 	EXPECT_EQ(max_io_for_mtu(1500, 0), 0u);
@@ -58,20 +79,51 @@ TEST(Geometry, MaxIoIsWholeSectorsBehind58Bytes)
 	EXPECT_EQ(g.max_io, 1024u);
 	EXPECT_EQ(g.max_read, 16384u);
 	geometry big{};
-	EXPECT_FALSE(geometry_init(&big, 1 << 20, 4096, 1500, 256, false, false, false));
+	EXPECT_FALSE(geometry_init(&big, 1 << 20, 4096, 1500, 256, false, false, false, disk_limits));
+	EXPECT_EQ(reply_headroom, 96u);
+	EXPECT_EQ(reply_headroom % 8, 0u) << "data starts 8-byte aligned";
+}
+
+TEST(Geometry, TrimAndWriteZeroesLimitsAreWholeSectorsAtMostAGiB)
+{
+	geometry g = make_geometry();
+	EXPECT_EQ(g.max_trim, 1u << 30) << "a 4 GiB device limit, capped";
+	EXPECT_EQ(g.max_write_zeroes, 1u << 20);
+	EXPECT_EQ(g.physical_block_size, 4096u);
+	EXPECT_EQ(g.io_opt, 65536u);
+
+	device_limits odd = {0, 0, 0, 1000, 0};
+	g = make_geometry(false, odd);
+	EXPECT_EQ(g.max_trim, 512u) << "rounded down to whole sectors";
+	EXPECT_EQ(g.max_write_zeroes, 0u) << "the device cannot";
+	EXPECT_EQ(g.physical_block_size, 512u) << "never below the logical size";
 }
 
 TEST(Codec, HeaderRoundTripsBigEndian)
 {
 	u8 buf[header_size];
-	header h{proto_magic, 1, op_write, 0, 0x0102030405060708ull, 0x1112131415161718ull,
-		 0x21222324, flag_fua};
+	header h{};
+	h.magic = proto_magic;
+	h.version = 2;
+	h.op = op_write;
+	h.status = 0x0a0b;
+	h.flags = flag_fua;
+	h.session = 0x31323334;
+	h.token = 0x4142434445464748ull;
+	h.seq = 0x0102030405060708ull;
+	h.offset = 0x1112131415161718ull;
+	h.length = 0x21222324;
+	h.reserved = 0;
+	h.tag = 0x5152535455565758ull;
 	encode_header(buf, h);
 	const u8 expect[header_size] = {
-		0x4e, 0x42, 0x4c, 0x4b, 1, 3, 0, 0,
+		0x4e, 0x42, 0x4c, 0x4b, 2, 3, 0x0a, 0x0b,
+		0, 1, 0x31, 0x32, 0x33, 0x34,
+		0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48,
 		1, 2, 3, 4, 5, 6, 7, 8,
 		0x11, 0x12, 0x13, 0x14, 0x15, 0x16, 0x17, 0x18,
-		0x21, 0x22, 0x23, 0x24, 0, 1,
+		0x21, 0x22, 0x23, 0x24, 0, 0, 0, 0,
+		0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x57, 0x58,
 	};
 	EXPECT_EQ(0, memcmp(buf, expect, header_size));
 
@@ -79,10 +131,14 @@ TEST(Codec, HeaderRoundTripsBigEndian)
 	ASSERT_TRUE(decode_header(buf, header_size, &back));
 	EXPECT_EQ(back.magic, h.magic);
 	EXPECT_EQ(back.op, h.op);
-	EXPECT_EQ(back.handle, h.handle);
+	EXPECT_EQ(back.status, h.status);
+	EXPECT_EQ(back.flags, h.flags);
+	EXPECT_EQ(back.session, h.session);
+	EXPECT_EQ(back.token, h.token);
+	EXPECT_EQ(back.seq, h.seq);
 	EXPECT_EQ(back.offset, h.offset);
 	EXPECT_EQ(back.length, h.length);
-	EXPECT_EQ(back.flags, h.flags);
+	EXPECT_EQ(back.tag, h.tag);
 	EXPECT_FALSE(decode_header(buf, header_size - 1, &back));
 }
 
@@ -94,15 +150,21 @@ TEST(Codec, InfoPayload)
 	encode_info(p, g);
 	EXPECT_EQ(load_be64(p), 256ull << 20);
 	EXPECT_EQ(load_be32(p + 8), 512u);
-	EXPECT_EQ(load_be32(p + 12), 1024u);
-	EXPECT_EQ(load_be32(p + 16), 16384u);
-	EXPECT_EQ(load_be32(p + 20), info_flag_read_only | info_flag_volatile_cache | info_flag_fua);
-	EXPECT_EQ(load_be32(p + 24), 256u);
-	EXPECT_EQ(load_be32(p + 28), 0u);
+	EXPECT_EQ(load_be32(p + 12), 4096u);
+	EXPECT_EQ(load_be32(p + 16), 65536u);
+	EXPECT_EQ(load_be32(p + 20), 1024u);
+	EXPECT_EQ(load_be32(p + 24), 16384u);
+	EXPECT_EQ(load_be32(p + 28), info_flag_read_only | info_flag_volatile_cache | info_flag_fua |
+					     info_flag_trim | info_flag_write_zeroes);
+	EXPECT_EQ(load_be32(p + 32), 256u);
+	EXPECT_EQ(load_be32(p + 36), 4096u);
+	EXPECT_EQ(load_be32(p + 40), 1u << 30);
+	EXPECT_EQ(load_be32(p + 44), 1u << 20);
 }
 
 TEST(Validate, ServesWellFormedRequests)
 {
+	session_for_test in_session;
 	geometry g = make_geometry();
 	expect_served(request(op_info, 0, 0), g);
 	expect_served(request(op_read, 0, 512), g);
@@ -110,14 +172,22 @@ TEST(Validate, ServesWellFormedRequests)
 	expect_served(request(op_write, 4096, 1024, 0, 1024), g);
 	expect_served(request(op_write, (256ull << 20) - 512, 512, flag_fua, 512), g);
 	expect_served(request(op_flush, 0, 0), g);
+	expect_served(request(op_trim, 0, 128u << 20), g);
+	expect_served(request(op_write_zeroes, 4096, 1u << 20), g);
+	EXPECT_EQ(check(hello_request(7), g).what, verdict::hello);
+	EXPECT_EQ(check(hello_request(7, 0x1234), g).what, verdict::hello);
 }
 
 TEST(Validate, DropsWhatMustNotBeAnswered)
 {
+	session_for_test in_session;
 	geometry g = make_geometry();
 	std::vector<u8> short_one = request(op_read, 0, 512);
-	short_one.resize(header_size - 1);
+	short_one.resize(v1_header_size - 1);
 	EXPECT_EQ(check(short_one, g).what, verdict::drop);
+	std::vector<u8> short_v2 = request(op_read, 0, 512);
+	short_v2.resize(header_size - 1);
+	EXPECT_EQ(check(short_v2, g).what, verdict::drop) << "a v2 header cut short";
 
 	std::vector<u8> bad_magic = request(op_read, 0, 512);
 	bad_magic[0] ^= 1;
@@ -131,22 +201,34 @@ TEST(Validate, DropsWhatMustNotBeAnswered)
 	EXPECT_EQ(check(reply_bad_version, g).what, verdict::drop);
 }
 
+TEST(Validate, OtherVersionsAreAnsweredInVersionOnesHeader)
+{
+	geometry g = make_geometry();
+	std::vector<u8> v1(v1_header_size, 0);
+	store_be32(v1.data(), proto_magic);
+	v1[4] = 1;
+	v1[5] = op_read;
+	EXPECT_EQ(check(v1, g).what, verdict::refuse_v1);
+	EXPECT_EQ(check(v1, g).status, status_eprotonosupport);
+	v1[4] = 3;
+	EXPECT_EQ(check(v1, g).what, verdict::refuse_v1);
+}
+
 TEST(Validate, RefusesEachBadRequestWithItsStatus)
 {
+	session_for_test in_session;
 	geometry g = make_geometry();
 	const u64 size = 256ull << 20;
 
-	std::vector<u8> v2 = request(op_read, 0, 512);
-	v2[4] = 2;
-	expect_refused(v2, g, status_eprotonosupport);
 	expect_refused(request(0, 0, 0), g, status_eopnotsupp);
-	expect_refused(request(5, 0, 512), g, status_eopnotsupp);
+	expect_refused(request(8, 0, 512), g, status_eopnotsupp);
 	expect_refused(request(0x7f, 0, 512), g, status_eopnotsupp);
 
 	/* EINVAL: zero length, misalignment, payload mismatch, unknown flags */
 	expect_refused(request(op_read, 0, 0), g, status_einval);
 	expect_refused(request(op_read, 1, 512), g, status_einval);
 	expect_refused(request(op_read, 0, 513), g, status_einval);
+	expect_refused(request(op_read, 0, 512, 0, 512), g, status_einval);	/* a READ carries no data */
 	expect_refused(request(op_write, 0, 0, 0, 0), g, status_einval);
 	expect_refused(request(op_write, 0, 512, 0, 511), g, status_einval);
 	expect_refused(request(op_write, 0, 512, 0, 513), g, status_einval);
@@ -156,25 +238,114 @@ TEST(Validate, RefusesEachBadRequestWithItsStatus)
 	expect_refused(request(op_read, 0, 512, flag_fua), g, status_einval);
 	expect_refused(request(op_flush, 512, 0), g, status_einval);
 	expect_refused(request(op_flush, 0, 512), g, status_einval);
+	expect_refused(request(op_info, 0, 0, 0, 8), g, status_einval);
+	expect_refused(request(op_trim, 0, 512, 0, 512), g, status_einval);	/* a TRIM carries no data */
+	expect_refused(request(op_trim, 100, 512), g, status_einval);
+	expect_refused(request(op_write_zeroes, 0, 0), g, status_einval);
+	expect_refused(request(op_trim, 0, 512, flag_fua), g, status_einval);
+	std::vector<u8> reserved = request(op_read, 0, 512);
+	reserved[45] = 1;
+	expect_refused(reserved, g, status_einval);
+
+	/* HELLO: no session, a nonce, nothing else */
+	std::vector<u8> hello = hello_request(0);
+	expect_refused(hello, g, status_einval);
+	hello = hello_request(1);
+	store_be32(&hello[10], 5);
+	expect_refused(hello, g, status_einval);
+	hello = hello_request(1);
+	store_be32(&hello[38], 512);
+	expect_refused(hello, g, status_einval);
+	hello = hello_request(1);
+	hello.push_back(0);
+	expect_refused(hello, g, status_einval);
 
 	/* ERANGE: beyond the end, including offsets that would wrap */
 	expect_refused(request(op_read, size, 512), g, status_erange);
 	expect_refused(request(op_read, size - 512, 1024), g, status_erange);
 	expect_refused(request(op_write, size, 512, 0, 512), g, status_erange);
 	expect_refused(request(op_read, ~0ull - 511, 512), g, status_erange);
+	expect_refused(request(op_trim, size - 512, 1024), g, status_erange);
 
-	/* EMSGSIZE: longer than max_read / max_io */
+	/* EMSGSIZE: longer than max_read / max_io / the TRIM and WRITE_ZEROES limits */
 	expect_refused(request(op_read, 0, 16384 + 512), g, status_emsgsize);
 	expect_refused(request(op_write, 0, 1536, 0, 1536), g, status_emsgsize);
+	expect_refused(request(op_trim, 0, (1u << 30) + 512), g, status_emsgsize);
+	expect_refused(request(op_write_zeroes, 0, (1u << 20) + 512), g, status_emsgsize);
 }
 
-TEST(Validate, ReadOnlyRefusesWriteAndFlush)
+TEST(Validate, WhatTheDeviceCannotDoIsNotSupported)
 {
+	session_for_test in_session;
+	device_limits plain = {512, 0, 0, 0, 0};
+	geometry g = make_geometry(false, plain);
+	expect_refused(request(op_trim, 0, 512), g, status_eopnotsupp);
+	expect_refused(request(op_write_zeroes, 0, 512), g, status_eopnotsupp);
+}
+
+TEST(Validate, ReadOnlyRefusesEverythingThatChangesTheDisk)
+{
+	session_for_test in_session;
 	geometry g = make_geometry(true);
 	expect_refused(request(op_write, 0, 512, 0, 512), g, status_erofs);
 	expect_refused(request(op_flush, 0, 0), g, status_erofs);
+	expect_refused(request(op_trim, 0, 512), g, status_erofs);
+	expect_refused(request(op_write_zeroes, 0, 512), g, status_erofs);
 	expect_served(request(op_read, 0, 512), g);
 	expect_served(request(op_info, 0, 0), g);
+}
+
+/* ---- tags ---- */
+
+TEST(Tag, KeyedInstanceTakesOnlyTaggedDatagrams)
+{
+	session_for_test in_session;
+	geometry g = make_geometry();
+	auth_config keyed = {true, false, {0x0706050403020100ull, 0x0f0e0d0c0b0a0908ull}};
+
+	expect_refused(request(op_read, 0, 512), g, status_ekeyrejected, keyed);	/* untagged */
+	test::session.auth = keyed;
+	expect_served(request(op_read, 0, 512), g, keyed);
+	expect_served(request(op_write, 0, 512, 0, 512), g, keyed);
+	EXPECT_EQ(check(hello_request(9), g, keyed).what, verdict::hello);
+
+	std::vector<u8> changed = request(op_read, 0, 512);
+	changed[33] ^= 1;	/* the offset, after tagging */
+	expect_refused(changed, g, status_ekeyrejected, keyed);
+
+	auth_config other = keyed;
+	other.key.k0 ^= 1;
+	expect_refused(request(op_read, 0, 512), g, status_ekeyrejected, other);	/* another key */
+
+	/* header only: the data may change; with auth=full it may not */
+	std::vector<u8> w = request(op_write, 0, 512, 0, 512);
+	w[header_size + 100] ^= 0x40;
+	expect_served(w, g, keyed);
+	auth_config full = keyed;
+	full.data = true;
+	test::session.auth = full;
+	w = request(op_write, 0, 512, 0, 512);
+	expect_served(w, g, full);
+	w[header_size + 100] ^= 0x40;
+	expect_refused(w, g, status_ekeyrejected, full);	/* a byte of data flipped in flight */
+}
+
+TEST(Tag, IsSipHashOfTheHeaderBeforeItThenTheData)
+{
+	auth_config a = {true, true, {1, 2}};
+	u8 buf[header_size + 16];
+	for (u32 i = 0; i < sizeof(buf); i++)
+		buf[i] = (u8)i;
+	seal(a, buf, buf + header_size, 16);
+
+	siphash h(a.key);
+	h.update(buf, tag_offset);
+	h.update(buf + header_size, 16);
+	EXPECT_EQ(load_be64(buf + tag_offset), h.final());
+
+	auth_config unkeyed = {};
+	seal(unkeyed, buf, nullptr, 0);
+	EXPECT_EQ(load_be64(buf + tag_offset), 0u);
 }
 
 /* ---- framing ---- */
@@ -263,7 +434,7 @@ TEST(Frame, DropsFragmentsAndMalformedFrames)
 	expect_dropped(bad_ip_sum, drop_malformed);
 
 	std::vector<u8> long_udp = udp_frame(server_ip, 7000, req);
-	store_be16(&long_udp[14 + 20 + 4], 8 + 31);
+	store_be16(&long_udp[14 + 20 + 4], 8 + header_size + 1);
 	expect_dropped(long_udp, drop_malformed);
 }
 
@@ -343,8 +514,13 @@ TEST(Frame, ReplyHeadersSwapAddressesAndChecksum)
 
 	reply_route route{};
 	route_from_request(l, server(), &route);
-	header reply{proto_magic, proto_version, op_write | op_reply_bit, status_ok,
-		     0x1122334455667788ull, 512, 1024, 0};
+	header reply{};
+	reply.magic = proto_magic;
+	reply.version = proto_version;
+	reply.op = op_write | op_reply_bit;
+	reply.seq = 0x1122334455667788ull;
+	reply.offset = 512;
+	reply.length = 1024;
 	std::vector<u8> out(reply_headroom + 100, 0);
 	u32 len = write_reply_headers(out.data(), route, reply, 100, 7);
 
@@ -354,19 +530,19 @@ TEST(Frame, ReplyHeadersSwapAddressesAndChecksum)
 	EXPECT_EQ(load_be16(&out[12]), 0x0800);
 	const u8 *ip = &out[14];
 	EXPECT_EQ(ip[0], 0x45);
-	EXPECT_EQ(load_be16(ip + 2), 20u + 8 + 30 + 100);
+	EXPECT_EQ(load_be16(ip + 2), 20u + 8 + 54 + 100);
 	EXPECT_EQ(ipv4_checksum(ip, 20), 0) << "a valid header sums to 0xffff";
 	EXPECT_EQ(0, memcmp(ip + 12, &server_ip, 4));
 	EXPECT_EQ(0, memcmp(ip + 16, &client_ip, 4));
 	const u8 *udp = ip + 20;
 	EXPECT_EQ(load_be16(udp), 7000);
 	EXPECT_EQ(load_be16(udp + 2), 40000);
-	EXPECT_EQ(load_be16(udp + 4), 8u + 30 + 100);
+	EXPECT_EQ(load_be16(udp + 4), 8u + 54 + 100);
 	EXPECT_EQ(load_be16(udp + 6), 0) << "UDP checksum not computed";
 	header back{};
-	ASSERT_TRUE(decode_header(udp + 8, 30, &back));
+	ASSERT_TRUE(decode_header(udp + 8, header_size, &back));
 	EXPECT_EQ(back.op, op_write | op_reply_bit);
-	EXPECT_EQ(back.handle, 0x1122334455667788ull);
+	EXPECT_EQ(back.seq, 0x1122334455667788ull);
 	EXPECT_EQ(reply_headroom % 4, 0u) << "data starts dword-aligned";
 }
 
@@ -395,14 +571,19 @@ TEST(Frame, TaggedReplyCarriesTheTag)
 	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(5), &l, &why));
 	reply_route route{};
 	route_from_request(l, server(5), &route);
-	header reply{proto_magic, proto_version, op_read | op_reply_bit, status_ok, 1, 0, 512, 0};
+	header reply{};
+	reply.magic = proto_magic;
+	reply.version = proto_version;
+	reply.op = op_read | op_reply_bit;
+	reply.seq = 1;
+	reply.length = 512;
 	std::vector<u8> out(reply_headers_size(true) + 512, 0);
-	EXPECT_EQ(write_reply_headers(out.data(), route, reply, 512, 0), 76u + 512);
+	EXPECT_EQ(write_reply_headers(out.data(), route, reply, 512, 0), 100u + 512);
 	EXPECT_EQ(load_be16(&out[12]), 0x8100);
 	EXPECT_EQ(load_be16(&out[14]), 5);
 	EXPECT_EQ(load_be16(&out[16]), 0x0800);
 	EXPECT_EQ(ipv4_checksum(&out[18], 20), 0);
-	EXPECT_EQ(reply_header(out).handle, 1u);
+	EXPECT_EQ(reply_header(out).seq, 1u);
 }
 
 TEST(Frame, OnesSumOfOddLengths)

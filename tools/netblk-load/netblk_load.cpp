@@ -1,14 +1,21 @@
-// netblk-load: a load generator for a netblk instance (wire protocol v1,
+// netblk-load: a load generator for a netblk instance (wire protocol v2,
 // docs/protocol.md), in user space -- the client host needs no module.
 //
 //   netblk-load HOST PORT --mode randread|randwrite|read|write [--size 1k]
 //               [--window 64] [--seconds 5] [--threads 1] [--range OFF:LEN]
 //               [--timeout 0.25] [--tries 20] [--seed N] [--json]
+//               [--key FILE [--auth header|full]]
 //
 // Each thread has its own non-blocking, connected UDP socket and keeps a
 // window of requests in flight: sends go out with sendmmsg, replies come in
 // with recvmmsg.  The rules are the reference client's (client/netblk.py):
 //
+//  - Each thread opens its own session (HELLO, HELLO with the cookie) and
+//    numbers every datagram it sends in it (seq, from 1); a resend keeps its
+//    number, so the instance never executes a WRITE twice, and no datagram is
+//    outstanding half a replay window (512 numbers) behind the newest.  An
+//    instance that forgot the session (ENOTCONN: it was started again) fails
+//    the request.
 //  - INFO first: max_io, max_read, slots, size.  A request costs as many of
 //    the instance's slots as datagrams it takes (a READ: one per max_io bytes
 //    of its answer; a write: one per WRITE); the window of all threads
@@ -18,9 +25,11 @@
 //    offset (duplicates ignored) and the read completes when every chunk has
 //    come.  A write larger than max_io is sent as ceil(size / max_io) WRITEs
 //    of max_io bytes (the last may be shorter), all at once, each with its own
-//    handle; it completes when every WRITE is answered.
+//    number; it completes when every WRITE is answered.
 //  - Silence for --timeout (0.25 s) after a send: the same datagram is sent
-//    again, same handle; after --tries sends the request fails (an error).
+//    again, same number; after --tries sends the request fails (an error).
+//  - --key: every datagram is tagged (over its data too with --auth full),
+//    and an answer without a valid tag is stray.
 //  - EAGAIN (busy): resent after a randomised back-off of 0.5 ms doubling up
 //    to 50 ms; counted as busy; a request still busy after 10 x tries fails.
 //  - Any other status: the request fails (an error).
@@ -33,6 +42,7 @@
 // instance that cannot run it.
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -59,7 +69,7 @@
 
 namespace {
 
-// ---- protocol v1: the core's own codec (kmod/core/protocol.h) ---------------
+// ---- protocol v2: the core's own codec and tags (kmod/core/protocol.h) -------
 
 using nb::decode_header;
 using nb::encode_header;
@@ -74,11 +84,16 @@ using nb::proto_magic;
 constexpr uint8_t op_reply = nb::op_reply_bit;
 constexpr size_t info_size = nb::info_payload_size;
 constexpr uint16_t status_eagain = nb::status_eagain;
+constexpr uint64_t seq_span = 512;  // half the instance's replay window
 
-/* A request header for @op; the caller fills in handle, offset and length. */
+/* A request header for @op; the caller fills in session, seq, offset and length. */
 header request_header(uint8_t op)
 {
-	return header{proto_magic, nb::proto_version, op, 0, 0, 0, 0, 0};
+	header h{};
+	h.magic = proto_magic;
+	h.version = nb::proto_version;
+	h.op = op;
+	return h;
 }
 
 header unpack_header(const uint8_t *p)
@@ -87,6 +102,11 @@ header unpack_header(const uint8_t *p)
 	decode_header(p, header_size, &h);
 	return h;
 }
+
+struct session_id {
+	uint32_t id = 0;
+	uint64_t token = 0;
+};
 
 struct instance_info {
 	uint64_t size = 0;
@@ -109,6 +129,11 @@ std::string status_name(unsigned status)
 	case EMSGSIZE: return "EMSGSIZE";
 	case EPROTONOSUPPORT: return "EPROTONOSUPPORT";
 	case EOPNOTSUPP: return "EOPNOTSUPP";
+	case ENOTCONN: return "ENOTCONN (the instance forgot the session: started again?)";
+	case ESTALE: return "ESTALE";
+	case EOVERFLOW: return "EOVERFLOW";
+	case EUSERS: return "EUSERS (no room for another session)";
+	case EKEYREJECTED: return "EKEYREJECTED (the instance wants another key or --auth)";
 	default: return "errno " + std::to_string(status);
 	}
 }
@@ -193,6 +218,9 @@ struct options {
 	uint64_t seed = 0;
 	bool have_seed = false;
 	bool json = false;
+	std::string key_file;
+	std::string auth_mode;
+	nb::auth_config auth{};
 
 	bool writing() const { return load_mode == mode::randwrite || load_mode == mode::write; }
 	bool random() const { return load_mode == mode::randread || load_mode == mode::randwrite; }
@@ -202,13 +230,43 @@ constexpr const char *usage_text =
 	"usage: netblk-load HOST PORT --mode randread|randwrite|read|write [--size 1k]\n"
 	"                   [--window 64] [--seconds 5] [--threads 1] [--range OFF:LEN]\n"
 	"                   [--timeout 0.25] [--tries 20] [--seed N] [--json]\n"
-	"  Load a netblk instance (UDP, protocol v1) and report IOPS, MiB/s and latency.\n"
+	"                   [--key FILE [--auth header|full]]\n"
+	"  Load a netblk instance (UDP, protocol v2) and report IOPS, MiB/s and latency.\n"
 	"  --size     bytes per request, whole sectors: reads up to max_read (one READ),\n"
 	"             writes up to max_read (ceil(size/max_io) WRITEs of max_io)\n"
 	"  --window   requests in flight per thread (capped by the instance's slots)\n"
 	"  --range    where requests go; required for writes (reads: the whole device)\n"
 	"  --timeout  seconds of silence before a datagram is resent; --tries: sends\n"
-	"             before a request fails\n";
+	"             before a request fails\n"
+	"  --key      a keyed instance's key file (32 hex digits); --auth: what its tags\n"
+	"             cover, header (the default) or full\n";
+
+// The key file's 32 hexadecimal digits (whitespace ignored), as netblkctl genkey writes them.
+nb::siphash_key read_key(const std::string &path)
+{
+	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		throw usage_error{"cannot read key file " + path + ": " + strerror(errno)};
+	char text[256];
+	ssize_t n = read(fd, text, sizeof(text));
+	close(fd);
+	uint8_t key[16];
+	unsigned digits = 0;
+	for (ssize_t i = 0; i < n; ++i) {
+		char c = text[i];
+		if (c == ' ' || c == '\n' || c == '\t' || c == '\r')
+			continue;
+		int v = isxdigit(static_cast<unsigned char>(c)) ?
+			(isdigit(static_cast<unsigned char>(c)) ? c - '0' : (tolower(c) - 'a' + 10)) : -1;
+		if (v < 0 || digits >= 32)
+			throw usage_error{"key file " + path + ": a key is 32 hexadecimal digits"};
+		key[digits / 2] = static_cast<uint8_t>((digits % 2 ? key[digits / 2] << 4 : 0) | v);
+		++digits;
+	}
+	if (digits != 32)
+		throw usage_error{"key file " + path + ": a key is 32 hexadecimal digits"};
+	return nb::siphash_key_from_bytes(key);
+}
 
 long parse_int(const std::string &name, const std::string &v, long lo, long hi)
 {
@@ -294,6 +352,12 @@ options parse_options(int argc, char **argv)
 		} else if (name == "--seed") {
 			o.seed = strtoull(value.c_str(), nullptr, 0);
 			o.have_seed = true;
+		} else if (name == "--key") {
+			o.key_file = value;
+		} else if (name == "--auth") {
+			if (value != "header" && value != "full")
+				throw usage_error{"--auth: header or full"};
+			o.auth_mode = value;
 		} else {
 			throw usage_error{"unknown option " + name};
 		}
@@ -308,6 +372,13 @@ options parse_options(int argc, char **argv)
 	if (o.writing() && !o.have_range)
 		throw usage_error{"--mode " + o.mode_name + " writes: say where with --range OFFSET:LENGTH "
 				  "(it overwrites that range)"};
+	if (!o.auth_mode.empty() && o.key_file.empty())
+		throw usage_error{"--auth needs the key: --key FILE"};
+	if (!o.key_file.empty()) {
+		o.auth.keyed = true;
+		o.auth.data = o.auth_mode == "full";
+		o.auth.key = read_key(o.key_file);
+	}
 	return o;
 }
 
@@ -348,20 +419,17 @@ int open_socket(const sockaddr_in &addr)
 	return fd;
 }
 
-// INFO, resent every timeout, up to tries sends.
-instance_info ask_info(const sockaddr_in &addr, const options &o)
+// One request and its answer: sent every timeout, up to tries sends (EAGAIN:
+// again after a back-off); returns the answer's length in @buf.
+size_t exchange(int fd, const options &o, const header &req, std::vector<uint8_t> &buf)
 {
-	int fd = open_socket(addr);
-	uint64_t handle = std::random_device{}();
-	uint8_t req[header_size];
-	header h = request_header(op_info);
-	h.handle = handle;
-	encode_header(req, h);
-	std::vector<uint8_t> buf(65536);
+	uint8_t out[header_size];
+	encode_header(out, req);
+	nb::seal(o.auth, out, nullptr, 0);
 	bool refused = false;
 	unsigned busy = 0;
 	for (unsigned attempt = 0; attempt < o.tries; ++attempt) {
-		if (send(fd, req, sizeof(req), 0) < 0 && errno == ECONNREFUSED)
+		if (send(fd, out, sizeof(out), 0) < 0 && errno == ECONNREFUSED)
 			refused = true;
 		uint64_t deadline = now_ns() + static_cast<uint64_t>(o.timeout * 1e9);
 		for (;;) {
@@ -377,10 +445,18 @@ instance_info ask_info(const sockaddr_in &addr, const options &o)
 					refused = true;
 				continue;
 			}
+			if (n >= static_cast<ssize_t>(nb::v1_header_size) && n < static_cast<ssize_t>(header_size) &&
+			    load_be32(buf.data()) == proto_magic &&
+			    nb::load_be16(buf.data() + 6) == EPROTONOSUPPORT)
+				throw failure{"the instance does not speak protocol version 2 (EPROTONOSUPPORT)"};
 			if (static_cast<size_t>(n) < header_size)
 				continue;
 			header r = unpack_header(buf.data());
-			if (r.magic != proto_magic || r.op != (op_info | op_reply) || r.handle != handle)
+			if (r.magic != proto_magic || r.op != (req.op | op_reply) || r.seq != req.seq)
+				continue;
+			// a HELLO that brings its cookie waits for the session, not for a
+			// copy of the cookie's answer the network delivered twice
+			if (req.op == nb::op_hello && req.token && !r.session && !r.status)
 				continue;
 			if (r.status == status_eagain && ++busy <= 10 * o.tries) {
 				// busy: send again after a back-off, not counted as a try
@@ -389,30 +465,74 @@ instance_info ask_info(const sockaddr_in &addr, const options &o)
 				--attempt;
 				break;
 			}
-			close(fd);
 			if (r.status)
-				throw failure{"INFO refused: " + status_name(r.status)};
-			if (static_cast<size_t>(n) < header_size + info_size)
-				throw usage_error{"INFO reply too short"};
-			const uint8_t *p8 = buf.data() + header_size;
-			instance_info info;
-			info.size = load_be64(p8);
-			info.sector_size = load_be32(p8 + 8);
-			info.max_io = load_be32(p8 + 12);
-			info.max_read = load_be32(p8 + 16);
-			info.flags = load_be32(p8 + 20);
-			info.slots = load_be32(p8 + 24);
-			if (!info.sector_size || !info.max_io || !info.max_read)
-				throw usage_error{"INFO reply makes no sense (zero sector size, max_io or max_read)"};
-			return info;
+				throw failure{std::string(req.op == nb::op_hello ? "HELLO" : "INFO") +
+					      " refused: " + status_name(r.status)};
+			return static_cast<size_t>(n);
 		}
 	}
-	close(fd);
-	std::string msg = format("INFO: no answer from %s:%s after %u tries (%g s apart)",
-				 o.host.c_str(), o.port.c_str(), o.tries, o.timeout);
+	std::string msg = format("%s: no answer from %s:%s after %u tries (%g s apart)",
+				 req.op == nb::op_hello ? "HELLO" : "INFO", o.host.c_str(),
+				 o.port.c_str(), o.tries, o.timeout);
 	if (refused)
 		msg += " -- port unreachable: is an instance serving that port?";
 	throw failure{msg};
+}
+
+// HELLO, then HELLO with the cookie the first answer brought: a session.
+session_id open_session(int fd, const options &o)
+{
+	std::vector<uint8_t> buf(65536);
+	header h = request_header(nb::op_hello);
+	h.seq = (std::random_device{}() | (uint64_t{std::random_device{}()} << 32)) | 1;
+	for (int step = 0; step < 2; ++step) {
+		exchange(fd, o, h, buf);
+		header r = unpack_header(buf.data());
+		if (bool(r.flags & nb::flag_auth_key) != o.auth.keyed ||
+		    bool(r.flags & nb::flag_auth_data) != o.auth.data)
+			throw failure{std::string("the instance ") +
+				      (r.flags & nb::flag_auth_key ?
+					       (r.flags & nb::flag_auth_data ? "tags header and data: --key FILE --auth full"
+									     : "tags headers: --key FILE")
+					       : "has no key: no --key")};
+		if (r.session)
+			return session_id{r.session, r.token};
+		h.token = r.token;  // the cookie
+	}
+	throw failure{"HELLO: a cookie twice, no session"};
+}
+
+// A session, then INFO in it.
+instance_info ask_info(const sockaddr_in &addr, const options &o)
+{
+	int fd = open_socket(addr);
+	std::vector<uint8_t> buf(65536);
+	size_t n;
+	try {
+		session_id s = open_session(fd, o);
+		header h = request_header(op_info);
+		h.session = s.id;
+		h.token = s.token;
+		h.seq = 1;
+		n = exchange(fd, o, h, buf);
+	} catch (...) {
+		close(fd);
+		throw;
+	}
+	close(fd);
+	if (n < header_size + info_size)
+		throw usage_error{"INFO reply too short"};
+	const uint8_t *p8 = buf.data() + header_size;
+	instance_info info;
+	info.size = load_be64(p8);
+	info.sector_size = load_be32(p8 + 8);
+	info.max_io = load_be32(p8 + 20);
+	info.max_read = load_be32(p8 + 24);
+	info.flags = load_be32(p8 + 28);
+	info.slots = load_be32(p8 + 32);
+	if (!info.sector_size || !info.max_io || !info.max_read)
+		throw usage_error{"INFO reply makes no sense (zero sector size, max_io or max_read)"};
+	return info;
 }
 
 // ---- the load ---------------------------------------------------------------------
@@ -420,12 +540,9 @@ instance_info ask_info(const sockaddr_in &addr, const options &o)
 constexpr unsigned max_parts = 64;  // datagrams of one request (READ chunks or WRITEs)
 constexpr unsigned batch = 64;      // datagrams per sendmmsg / recvmmsg
 
-// The handle of a datagram: thread, request slot, part, and the slot's
-// generation, so that a late answer to an earlier use of the slot is stray.
-uint64_t make_handle(unsigned thread, unsigned slot, unsigned part, uint32_t gen)
-{
-	return (uint64_t{thread} << 56) | (uint64_t{slot} << 40) | (uint64_t{part} << 32) | gen;
-}
+// Which datagram a sequence number is: seqs outstanding lie within seq_span
+// of each other, so a table of twice that many, by seq, finds each.
+constexpr uint64_t seq_table_size = 2 * seq_span;
 
 enum class dgram_state : uint8_t { waiting, backoff, done };
 
@@ -435,6 +552,7 @@ struct dgram {
 	unsigned tries = 0;  // sends that waited for an answer
 	unsigned busy = 0;   // EAGAIN answers
 	uint64_t due = 0;    // resend (waiting) or send again (backoff) at
+	uint64_t seq = 0;    // its number in the thread's session, kept for resends
 };
 
 struct request {
@@ -488,6 +606,7 @@ public:
 		busy_tries_ = 10 * p.opt.tries;
 		seq_next_ = p.count * index / p.opt.threads;
 		recv_size_ = std::max<size_t>(header_size + p.info.max_io, 2048);
+		by_seq_.assign(seq_table_size, ~0u);
 		rbuf_.resize(recv_size_ * batch);
 		shdr_.resize(batch * header_size);
 		res_.latency_ns.reserve(1 << 16);
@@ -496,11 +615,19 @@ public:
 	void run()
 	{
 		fd_ = open_socket(plan_.addr);
+		try {
+			session_ = open_session(fd_, plan_.opt);
+		} catch (const failure &f) {
+			++res_.errors;
+			res_.first_error = f.what;
+			close(fd_);
+			return;
+		}
 		for (;;) {
 			uint64_t now = now_ns();
 			if (now < plan_.end)
 				for (unsigned i = 0; i < reqs_.size(); ++i)
-					if (!reqs_[i].active)
+					if (!reqs_[i].active && seq_room(plan_.cost))
 						issue(i, now);
 			flush_sends();
 			if (active_ == 0 && now >= plan_.end)
@@ -531,6 +658,27 @@ private:
 	mmsghdr smsg_[batch]{};
 	iovec siov_[batch][2]{};
 	unsigned nsend_ = 0;
+	session_id session_;
+	uint64_t wire_seq_ = 1;		// the next datagram's number
+	uint64_t oldest_seq_ = 1;	// no outstanding datagram's number is below it
+	std::vector<uint32_t> by_seq_;	// seq % seq_table_size -> slot << 8 | part
+
+	// Whether @parts more numbers keep every outstanding one within
+	// seq_span of the newest (the window is looked at again only when the
+	// oldest seen may have been answered).
+	bool seq_room(unsigned parts)
+	{
+		if (wire_seq_ + parts - oldest_seq_ <= seq_span)
+			return true;
+		uint64_t oldest = wire_seq_;
+		for (const request &r : reqs_)
+			if (r.active)
+				for (unsigned k = 0; k < r.parts; ++k)
+					if (r.dg[k].state != dgram_state::done)
+						oldest = std::min(oldest, r.dg[k].seq);
+		oldest_seq_ = oldest;
+		return wire_seq_ + parts - oldest_seq_ <= seq_span;
+	}
 
 	uint64_t next_offset()
 	{
@@ -562,7 +710,9 @@ private:
 		r.got = 0;
 		r.got_mask = 0;
 		for (unsigned k = 0; k < r.parts; ++k) {
-			r.dg[k] = dgram{dgram_state::waiting, 1, 0, now + timeout_ns_};
+			uint64_t seq = wire_seq_++;
+			r.dg[k] = dgram{dgram_state::waiting, 1, 0, now + timeout_ns_, seq};
+			by_seq_[seq % seq_table_size] = slot << 8 | k;
 			queue_send(slot, k);
 		}
 		++active_;
@@ -574,7 +724,9 @@ private:
 			flush_sends();
 		const request &r = reqs_[slot];
 		header h = request_header(op_read);
-		h.handle = make_handle(index_, slot, k, r.gen);
+		h.session = session_.id;
+		h.token = session_.token;
+		h.seq = r.dg[k].seq;
 		uint8_t *hdr = &shdr_[nsend_ * header_size];
 		iovec *iov = siov_[nsend_];
 		iov[0] = {hdr, header_size};
@@ -591,6 +743,8 @@ private:
 			h.length = r.length;
 		}
 		encode_header(hdr, h);
+		nb::seal(plan_.opt.auth, hdr, niov > 1 ? static_cast<const uint8_t *>(iov[1].iov_base) : nullptr,
+			 niov > 1 ? static_cast<uint32_t>(iov[1].iov_len) : 0);
 		smsg_[nsend_] = {};
 		smsg_[nsend_].msg_hdr.msg_iov = iov;
 		smsg_[nsend_].msg_hdr.msg_iovlen = niov;
@@ -700,15 +854,20 @@ private:
 			return;
 		}
 		header h = unpack_header(d);
-		unsigned thread = static_cast<unsigned>(h.handle >> 56);
-		unsigned slot = static_cast<unsigned>((h.handle >> 40) & 0xFFFF);
-		unsigned k = static_cast<unsigned>((h.handle >> 32) & 0xFF);
-		uint32_t gen = static_cast<uint32_t>(h.handle);
+		uint32_t where = by_seq_[h.seq % seq_table_size];
+		unsigned slot = where >> 8, k = where & 0xff;
 		uint8_t want_op = (plan_.opt.writing() ? op_write : op_read) | op_reply;
-		if (h.magic != proto_magic || h.op != want_op || thread != index_ ||
-		    slot >= reqs_.size() || !reqs_[slot].active || reqs_[slot].gen != gen ||
-		    k >= reqs_[slot].parts) {
+		if (h.magic != proto_magic || h.op != want_op || where == ~0u ||
+		    slot >= reqs_.size() || !reqs_[slot].active || k >= reqs_[slot].parts ||
+		    reqs_[slot].dg[k].seq != h.seq || h.session != session_.id ||
+		    h.token != session_.token) {
 			++res_.stray;
+			return;
+		}
+		if (plan_.opt.auth.keyed && h.status != nb::status_ekeyrejected &&
+		    h.tag != nb::compute_tag(plan_.opt.auth, d, d + header_size,
+					     static_cast<uint32_t>(len - header_size))) {
+			++res_.stray;  // a forgery, or another key
 			return;
 		}
 		request &r = reqs_[slot];
@@ -778,7 +937,9 @@ private:
 		if (res_.first_error.empty())
 			res_.first_error = std::move(why);
 		r.active = false;
-		++r.gen;  // what still comes for it is stray
+		++r.gen;
+		for (unsigned k = 0; k < r.parts; ++k)
+			r.dg[k].state = dgram_state::done;  // what still comes for it is stray
 		--active_;
 	}
 };

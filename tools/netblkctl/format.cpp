@@ -108,6 +108,22 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_BYTES_COPIED, "bytes_copied"},
 	{NETBLK_S_DISK_BATCHES, "disk_batches"},
 	{NETBLK_S_TX_BATCHES, "tx_batches"},
+	{NETBLK_S_TRIMS, "trims"},
+	{NETBLK_S_TRIM_BYTES, "trim_bytes"},
+	{NETBLK_S_WRITE_ZEROES, "write_zeroes"},
+	{NETBLK_S_WRITE_ZEROES_BYTES, "write_zeroes_bytes"},
+	{NETBLK_S_SESSIONS_OPEN, "sessions_open"},
+	{NETBLK_S_SESSIONS_OPENED, "sessions_opened"},
+	{NETBLK_S_SESSIONS_EVICTED, "sessions_evicted"},
+	{NETBLK_S_SESSIONS_REFUSED, "sessions_refused"},
+	{NETBLK_S_HELLO_COOKIES, "hello_cookies"},
+	{NETBLK_S_NOT_CONNECTED, "not_connected"},
+	{NETBLK_S_AUTH_FAILED, "auth_failed"},
+	{NETBLK_S_OLD_VERSION, "old_version"},
+	{NETBLK_S_DUPLICATES, "duplicates"},
+	{NETBLK_S_DUPLICATES_IN_FLIGHT, "duplicates_in_flight"},
+	{NETBLK_S_STALE, "stale"},
+	{NETBLK_S_TOO_FAR, "too_far"},
 };
 static_assert(std::size(stat_names) == NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a JSON name here");
@@ -222,6 +238,8 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	  << ", \"sector_size\": " << inst.sector_size
 	  << ", \"max_io\": " << inst.max_io
 	  << ", \"slots\": " << inst.slots
+	  << ", \"sessions\": " << inst.sessions
+	  << ", \"auth\": " << json_string(auth_name(inst.auth))
 	  << ", \"uptime_ms\": " << inst.uptime_ms
 	  << ", \"stats\": {";
 	const char *sep = "";
@@ -351,6 +369,42 @@ std::string utf8_valid(std::string_view s)
 	return out;
 }
 
+std::string parse_key_text(std::string_view text, std::array<uint8_t, NETBLK_KEY_BYTES> &key)
+{
+	size_t digits = 0;
+
+	for (char c : text) {
+		if (c == ' ' || c == '\t' || c == '\n' || c == '\r')
+			continue;
+		int v = c >= '0' && c <= '9' ? c - '0' :
+			c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+			c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+		if (v < 0)
+			return std::string("not a hexadecimal digit: '") + c +
+			       "' (a key is 32 of them: netblkctl genkey makes one)";
+		if (digits == 2 * NETBLK_KEY_BYTES)
+			return "more than 32 hexadecimal digits (a key is 128 bits)";
+		if (digits % 2 == 0)
+			key[digits / 2] = 0;
+		key[digits / 2] = static_cast<uint8_t>(key[digits / 2] << 4 | v);
+		digits++;
+	}
+	if (digits != 2 * NETBLK_KEY_BYTES)
+		return std::to_string(digits) +
+		       " hexadecimal digits: a key is 32 of them (128 bits; netblkctl genkey makes one)";
+	return {};
+}
+
+const char *auth_name(uint32_t auth)
+{
+	switch (auth) {
+	case NETBLK_AUTH_NONE:   return "none";
+	case NETBLK_AUTH_HEADER: return "header";
+	case NETBLK_AUTH_FULL:   return "full";
+	default:                 return "unknown";
+	}
+}
+
 std::string format_started(const netblk_instance &inst)
 {
 	std::ostringstream o;
@@ -382,7 +436,19 @@ std::string format_instance_text(const netblk_instance &inst)
 	o << "  reads " << st(NETBLK_S_READS) << " (" << format_size(st(NETBLK_S_READ_BYTES))
 	  << "), writes " << st(NETBLK_S_WRITES) << " ("
 	  << format_size(st(NETBLK_S_WRITE_BYTES)) << "), flushes " << st(NETBLK_S_FLUSHES)
-	  << ", I/O errors " << st(NETBLK_S_IO_ERRORS) << "\n";
+	  << ", trims " << st(NETBLK_S_TRIMS) << " (" << format_size(st(NETBLK_S_TRIM_BYTES))
+	  << "), zeroed " << st(NETBLK_S_WRITE_ZEROES) << " ("
+	  << format_size(st(NETBLK_S_WRITE_ZEROES_BYTES)) << "), I/O errors "
+	  << st(NETBLK_S_IO_ERRORS) << "\n";
+	o << "  sessions " << st(NETBLK_S_SESSIONS_OPEN) << " of " << inst.sessions << " open ("
+	  << st(NETBLK_S_SESSIONS_OPENED) << " opened, " << st(NETBLK_S_SESSIONS_EVICTED)
+	  << " evicted, " << st(NETBLK_S_SESSIONS_REFUSED) << " refused), auth "
+	  << auth_name(inst.auth) << "; duplicates " << st(NETBLK_S_DUPLICATES)
+	  << " answered again, " << st(NETBLK_S_DUPLICATES_IN_FLIGHT) << " dropped, stale "
+	  << st(NETBLK_S_STALE) << ", too far " << st(NETBLK_S_TOO_FAR) << "\n";
+	o << "  refused: no session " << st(NETBLK_S_NOT_CONNECTED) << ", bad tag "
+	  << st(NETBLK_S_AUTH_FAILED) << ", old version " << st(NETBLK_S_OLD_VERSION)
+	  << "; HELLO cookies " << st(NETBLK_S_HELLO_COOKIES) << "\n";
 	o << "  disk busy " << st(NETBLK_S_DISK_BUSY) << " times (" << st(NETBLK_S_DISK_BLOCKING)
 	  << " tried blocking, " << st(NETBLK_S_DISK_GAVE_UP) << " answered EAGAIN), no buffer "
 	  << st(NETBLK_S_NO_BUFFER) << ", worker slept " << st(NETBLK_S_WORKER_SLEEPS)

@@ -33,6 +33,8 @@ struct netblk_instance {
 	uint32_t sector_size = 0;
 	uint32_t max_io = 0;		// data bytes a datagram carries
 	uint32_t slots = 0;
+	uint32_t sessions = 0;		// the session table's size
+	uint32_t auth = 0;		// enum netblk_auth
 	uint64_t uptime_ms = 0;
 	uint32_t state = 0;		// enum netblk_state; 0 when not sent
 	uint64_t stopping_ms = 0;
@@ -92,6 +94,13 @@ std::string format_us_exact(uint64_t ns);
 // (or one in a layout this netblkctl does not know).
 std::string format_latency_line(const latency_hist &h);
 
+// A key file's text: 32 hexadecimal digits (128 bits), whitespace anywhere
+// ignored, as `netblkctl genkey` writes it.  "" when fine, else what is wrong.
+std::string parse_key_text(std::string_view text, std::array<uint8_t, NETBLK_KEY_BYTES> &key);
+
+// "none", "header" or "full": an enum netblk_auth as start's auth= says it.
+const char *auth_name(uint32_t auth);
+
 // The line `netblkctl start` prints (no newline).
 std::string format_started(const netblk_instance &inst);
 
@@ -104,7 +113,7 @@ std::string format_instance_text(const netblk_instance &inst);
 //   stopping_ms, ifname, ifindex, driver, vlan (0: untagged),
 //   handoff_ifindex, addr ("a.b.c.d"), allow (["10.1.0.0/16", ...], [] for
 //   any source), mtu, cpu, poll_us, size_bytes, sector_size, max_io, slots,
-//   uptime_ms,
+//   sessions, auth ("none" | "header" | "full"), uptime_ms,
 //   stats: { requests, bad, dropped_malformed, dropped_fragment,
 //            dropped_multibuffer, dropped_misaddressed, dropped_vlan,
 //            dropped_source, dropped_checksum, dropped_not_request,
@@ -114,7 +123,11 @@ std::string format_instance_text(const netblk_instance &inst);
 //            io_errors, disk_busy, disk_blocking, disk_gave_up, no_buffer,
 //            replies_dropped, replies_oversized, tx_deferred, tx_errors,
 //            worker_sleeps, frames_rx, frames_tx, bytes_zerocopy,
-//            bytes_copied, disk_batches, tx_batches },
+//            bytes_copied, disk_batches, tx_batches, trims, trim_bytes,
+//            write_zeroes, write_zeroes_bytes, sessions_open,
+//            sessions_opened, sessions_evicted, sessions_refused,
+//            hello_cookies, not_connected, auth_failed, old_version,
+//            duplicates, duplicates_in_flight, stale, too_far },
 //   latency: null, or { count, max_ns, p50_us, p99_us, p999_us,
 //            linear_limit, sub_buckets, buckets: [[index, count], ...] }
 std::string format_instances_json(const std::vector<netblk_instance> &insts);

@@ -17,6 +17,8 @@
 #include <linux/if_vlan.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -35,11 +37,13 @@ constexpr int exit_usage = 2;
 
 constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
-	"                       [vlan=N] [allow=PREFIX[,PREFIX...]]\n"
+	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N]\n"
+	"                       [key=FILE [auth=header|full]]\n"
 	"       netblkctl list [--json]\n"
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
 	"       netblkctl stop <port>|all\n"
+	"       netblkctl genkey\n"
 	"       netblkctl --help\n"
 	"\n"
 	"start   serve <blockdev> over UDP on <port>\n"
@@ -51,6 +55,10 @@ constexpr const char usage_text[] =
 	"          vlan=N     serve 802.1Q VLAN N of the NIC (the address of its VLAN device)\n"
 	"          allow=...  answer only these sources (10.1.0.0/16,10.2.3.4), filtered\n"
 	"                     by the NIC's XDP program before anything else sees them\n"
+	"          sessions=N the clients' sessions it holds at once (default 1024)\n"
+	"          key=FILE   answer only datagrams tagged with this key (32 hex digits)\n"
+	"          auth=...   what the tags cover: header (default with a key), or full\n"
+	"                     (the data too)\n"
 	"list    the instances, their counters and service time (--json: as a JSON array)\n"
 	"watch   every S seconds (default 1) each instance's rates over the last\n"
 	"        interval, and the module's events as they come, until SIGINT or\n"
@@ -58,7 +66,8 @@ constexpr const char usage_text[] =
 	"stats   the counters and the service-time histogram in the Prometheus\n"
 	"        text format (node_exporter's textfile collector)\n"
 	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
-	"        the disk to finish what it has (list shows an instance that takes longer)\n";
+	"        the disk to finish what it has (list shows an instance that takes longer)\n"
+	"genkey  print a new random key for key= (keep it where only root can read it)\n";
 
 int usage_error(const std::string &msg)
 {
@@ -177,6 +186,48 @@ std::string parse_allow(std::string_view list, std::vector<netblk_prefix> &out)
 }
 
 // One of start's trailing options; "" when fine, else what is wrong.
+// key=FILE: the key from the file; "" when fine, else what is wrong.
+std::string read_key_file(std::string_view path_text, netblk_start_args &args)
+{
+	std::string path(path_text);
+	if (args.key)
+		return "key= given twice";
+	if (path.empty())
+		return "key= needs a file (netblkctl genkey > FILE makes one)";
+	FILE *f = fopen(path.c_str(), "re");
+	if (!f)
+		return "cannot read key file " + path + ": " + strerror(errno);
+	char buf[256];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	struct stat st;
+	bool shared = fstat(fileno(f), &st) == 0 && (st.st_mode & 0044);
+	fclose(f);
+	std::array<uint8_t, NETBLK_KEY_BYTES> key;
+	if (std::string err = parse_key_text(std::string_view(buf, n), key); !err.empty())
+		return "key file " + path + ": " + err;
+	if (shared)
+		fprintf(stderr, "netblkctl: warning: key file %s can be read by others "
+			"(chmod 600 it)\n", path.c_str());
+	args.key = key;
+	return {};
+}
+
+// A new key for key=, from the kernel's random numbers.
+int cmd_genkey(const std::vector<std::string_view> &argv)
+{
+	if (!argv.empty())
+		return usage_error("genkey takes no arguments");
+	uint8_t key[NETBLK_KEY_BYTES];
+	if (getrandom(key, sizeof(key), 0) != sizeof(key)) {
+		fprintf(stderr, "netblkctl: getrandom: %s\n", strerror(errno));
+		return exit_failed;
+	}
+	for (uint8_t b : key)
+		printf("%02x", b);
+	printf("\n");
+	return 0;
+}
+
 std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 {
 	if (arg == "ro") {
@@ -210,6 +261,27 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 	}
 	if (arg.starts_with("allow="))
 		return parse_allow(arg.substr(6), args.allow);
+	if (arg.starts_with("sessions=")) {
+		if (std::string err = parse_u32_option(arg, "sessions", args.sessions); !err.empty())
+			return err;
+		if (*args.sessions < 1 || *args.sessions > NETBLK_SESSIONS_LIMIT)
+			return "bad sessions= '" + std::to_string(*args.sessions) + "' (want 1..65536)";
+		return {};
+	}
+	if (arg.starts_with("key="))
+		return read_key_file(arg.substr(4), args);
+	if (arg.starts_with("auth=")) {
+		std::string_view mode = arg.substr(5);
+		if (args.auth)
+			return "auth= given twice";
+		if (mode == "header")
+			args.auth = NETBLK_AUTH_HEADER;
+		else if (mode == "full")
+			args.auth = NETBLK_AUTH_FULL;
+		else
+			return "bad auth= '" + std::string(mode) + "' (want header or full)";
+		return {};
+	}
 	return "unknown option '" + std::string(arg) + "'";
 }
 
@@ -639,6 +711,8 @@ int main(int argc, char **argv)
 		return cmd_start(args);
 	if (cmd == "stop")
 		return cmd_stop(args);
+	if (cmd == "genkey")
+		return cmd_genkey(args);
 	if (cmd == "list")
 		return cmd_list(args);
 	if (cmd == "watch")

@@ -156,6 +156,8 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_SECTOR_SIZE: return get_uint(a, i.sector_size);
 	case NETBLK_A_MAX_IO:      return get_uint(a, i.max_io);
 	case NETBLK_A_SLOTS:       return get_uint(a, i.slots);
+	case NETBLK_A_SESSIONS:    return get_uint(a, i.sessions);
+	case NETBLK_A_AUTH:        return get_uint(a, i.auth);
 	case NETBLK_A_UPTIME_MS:   return get_uint(a, i.uptime_ms);
 	}
 	return true;	// unknown to this netblkctl: ignored
@@ -262,6 +264,12 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 		mnl_attr_put_u32(req, NETBLK_A_POLL_US, *args.poll_us);
 	if (args.vlan)
 		mnl_attr_put_u16(req, NETBLK_A_VLAN, *args.vlan);
+	if (args.sessions)
+		mnl_attr_put_u32(req, NETBLK_A_SESSIONS, *args.sessions);
+	if (args.key)
+		mnl_attr_put(req, NETBLK_A_KEY, args.key->size(), args.key->data());
+	if (args.auth)
+		mnl_attr_put_u32(req, NETBLK_A_AUTH, *args.auth);
 	if (!args.allow.empty()) {
 		nlattr *nest = mnl_attr_nest_start(req, NETBLK_A_ALLOW);
 		for (const netblk_prefix &p : args.allow)

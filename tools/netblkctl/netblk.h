@@ -1,6 +1,7 @@
 // The netblk generic netlink family from user space: START, STOP, LIST.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -20,6 +21,9 @@ struct netblk_start_args {
 	std::optional<uint32_t> poll_us;
 	std::optional<uint16_t> vlan;
 	std::vector<netblk_prefix> allow;	// empty: any source
+	std::optional<uint32_t> sessions;
+	std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> key;	// read from key=FILE
+	std::optional<uint32_t> auth;		// enum netblk_auth
 	// A BPF link of the NIC's XDP program for the module to hold (xdp.h).
 	std::optional<int> xdp_link_fd;
 };

@@ -60,6 +60,32 @@ constexpr counter_metric counters[] = {
 	 "Worker rounds that submitted bios under one plug."},
 	{NETBLK_S_TX_BATCHES, "netblk_transmits_total",
 	 "Transmits of replies to the NIC, each with one flush."},
+	{NETBLK_S_TRIMS, "netblk_trims_total", "TRIM requests accepted."},
+	{NETBLK_S_TRIM_BYTES, "netblk_trim_bytes_total", "Bytes of the TRIM requests accepted."},
+	{NETBLK_S_WRITE_ZEROES, "netblk_write_zeroes_total", "WRITE_ZEROES requests accepted."},
+	{NETBLK_S_WRITE_ZEROES_BYTES, "netblk_write_zeroes_bytes_total",
+	 "Bytes of the WRITE_ZEROES requests accepted."},
+	{NETBLK_S_SESSIONS_OPENED, "netblk_sessions_opened_total", "Protocol v2 sessions opened."},
+	{NETBLK_S_SESSIONS_EVICTED, "netblk_sessions_evicted_total",
+	 "Idle sessions closed to make room for new ones."},
+	{NETBLK_S_SESSIONS_REFUSED, "netblk_sessions_refused_total",
+	 "HELLOs refused (EUSERS): the session table is full of active sessions."},
+	{NETBLK_S_HELLO_COOKIES, "netblk_hello_cookies_total",
+	 "HELLOs answered with a cookie (the first step of opening a session)."},
+	{NETBLK_S_NOT_CONNECTED, "netblk_not_connected_total",
+	 "Requests answered ENOTCONN: no such session."},
+	{NETBLK_S_AUTH_FAILED, "netblk_auth_failed_total",
+	 "Datagrams answered EKEYREJECTED: no valid tag on a keyed instance."},
+	{NETBLK_S_OLD_VERSION, "netblk_old_version_total",
+	 "Datagrams of another protocol version, answered EPROTONOSUPPORT."},
+	{NETBLK_S_DUPLICATES, "netblk_duplicates_total",
+	 "Duplicates of answered requests that change the disk: answered again, not executed."},
+	{NETBLK_S_DUPLICATES_IN_FLIGHT, "netblk_duplicates_in_flight_total",
+	 "Duplicates of requests still at the disk: dropped."},
+	{NETBLK_S_STALE, "netblk_stale_total",
+	 "Requests older than their session's replay window: refused ESTALE, never executed."},
+	{NETBLK_S_TOO_FAR, "netblk_too_far_total",
+	 "Requests too far ahead of their session's replay window: refused EOVERFLOW."},
 };
 
 struct stage_gauge {
@@ -89,7 +115,11 @@ constexpr drop_label drops[] = {
 	{NETBLK_S_DROP_NOT_REQUEST, "not_request"},
 };
 
-static_assert(std::size(counters) + std::size(stages) + std::size(drops) == NETBLK_S_MAX - 1,
+/* netblk_sessions_open, a gauge of its own */
+constexpr size_t other_gauges = 1;
+
+static_assert(std::size(counters) + std::size(stages) + std::size(drops) + other_gauges ==
+		      NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a metric here");
 
 std::string help_text(std::string_view s)
@@ -225,6 +255,13 @@ std::string format_prometheus(const std::vector<netblk_instance> &insts)
 	family(o, "netblk_slots", "gauge", "Requests the instance can hold at once.");
 	for (const auto &inst : insts)
 		o << "netblk_slots{" << labels(inst) << "} " << inst.slots << '\n';
+	family(o, "netblk_sessions_open", "gauge", "Protocol v2 sessions open now.");
+	for (const auto &inst : insts)
+		o << "netblk_sessions_open{" << labels(inst) << "} "
+		  << inst.stat(NETBLK_S_SESSIONS_OPEN) << '\n';
+	family(o, "netblk_sessions", "gauge", "Sessions the instance can hold at once.");
+	for (const auto &inst : insts)
+		o << "netblk_sessions{" << labels(inst) << "} " << inst.sessions << '\n';
 	family(o, "netblk_uptime_seconds", "gauge", "Seconds since the instance started.");
 	for (const auto &inst : insts)
 		o << "netblk_uptime_seconds{" << labels(inst) << "} "

@@ -260,6 +260,8 @@ netblk_instance example()
 	i.sector_size = 512;
 	i.max_io = 1024;
 	i.slots = 256;
+	i.sessions = 1024;
+	i.auth = NETBLK_AUTH_HEADER;
 	i.uptime_ms = 21800;
 	i.stats[NETBLK_S_REQUESTS] = 1246965;
 	i.stats[NETBLK_S_READS] = 765567;
@@ -269,6 +271,11 @@ netblk_instance example()
 	i.stats[NETBLK_S_FLUSHES] = 3;
 	i.stats[NETBLK_S_DISK_BUSY] = 369;
 	i.stats[NETBLK_S_WORKER_SLEEPS] = 192176;
+	i.stats[NETBLK_S_SESSIONS_OPEN] = 3;
+	i.stats[NETBLK_S_SESSIONS_OPENED] = 5;
+	i.stats[NETBLK_S_SESSIONS_EVICTED] = 2;
+	i.stats[NETBLK_S_DUPLICATES] = 17;
+	i.stats[NETBLK_S_HELLO_COOKIES] = 6;
 	return i;
 }
 
@@ -285,7 +292,11 @@ void check_text()
 		 "  sources: any\n"
 		 "  requests 1246965, bad 0, refused 0 (busy 0), in flight 0 of 256: queued 0,"
 		 " at the disk 0, done 0\n"
-		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, I/O errors 0\n"
+		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, trims 0 (0 B),"
+		 " zeroed 0 (0 B), I/O errors 0\n"
+		 "  sessions 3 of 1024 open (5 opened, 2 evicted, 0 refused), auth header;"
+		 " duplicates 17 answered again, 0 dropped, stale 0, too far 0\n"
+		 "  refused: no session 0, bad tag 0, old version 0; HELLO cookies 6\n"
 		 "  disk busy 369 times (0 tried blocking, 0 answered EAGAIN), no buffer 0,"
 		 " worker slept 192176 times\n"
 		 "  replies dropped 0 (over the mtu 0), waited for room in the NIC 0 times,"
@@ -358,6 +369,20 @@ void check_text()
 	      "json allowlist, vlan, state, drops");
 }
 
+void check_key()
+{
+	std::array<uint8_t, NETBLK_KEY_BYTES> key{};
+	check_eq(parse_key_text("000102030405060708090a0b0c0d0E0F\n", key), "", "key parses");
+	check(key[0] == 0 && key[10] == 0x0a && key[15] == 0x0f, "key bytes in order");
+	check_eq(parse_key_text(" 0001 0203 0405 0607\t0809 0a0b 0c0d 0e0f ", key), "",
+		 "key with spaces");
+	check(parse_key_text("0001", key).find("4 hexadecimal digits") == 0, "short key");
+	check(parse_key_text(std::string(34, 'a'), key).find("more than 32") == 0, "long key");
+	check(parse_key_text("0g" + std::string(30, '0'), key).find("not a hexadecimal digit: 'g'") == 0,
+	      "bad digit");
+	check_eq(auth_name(NETBLK_AUTH_FULL), "full", "auth name");
+}
+
 void check_json()
 {
 	check_eq(format_instances_json({}), "[]\n", "json empty");
@@ -368,13 +393,15 @@ void check_json()
 			    "\"handoff_ifindex\": 9, "
 			    "\"addr\": \"10.0.2.15\", \"allow\": [], \"mtu\": 1500, \"cpu\": 1, "
 			    "\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
-			    "\"max_io\": 1024, \"slots\": 256, \"uptime_ms\": 21800, "
+			    "\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, "
+			    "\"auth\": \"header\", \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
-	check(j.find("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0, "
+	check(j.find("\"stale\": 0, \"too_far\": 0, "
 		     "\"not_allowed\": null}, \"latency\": null},\n  {") != std::string::npos,
 	      "json separator");
-	check(j.ends_with("\"bytes_copied\": 0, \"disk_batches\": 0, \"tx_batches\": 0, "
+	check(j.ends_with("\"stale\": 0, \"too_far\": 0, "
 			  "\"not_allowed\": null}, \"latency\": null}\n]\n"), "json tail");
+	check(j.find("\"duplicates\": 17, ") != std::string::npos, "json duplicates");
 	check(valid_json(j), "json list parses");
 
 	netblk_instance l = example();
@@ -1246,6 +1273,7 @@ int main()
 	check_sizes();
 	check_strings();
 	check_text();
+	check_key();
 	check_json();
 	check_latency();
 	check_parse();

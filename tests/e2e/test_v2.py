@@ -1,0 +1,334 @@
+"""Protocol v2 end to end: what sessions, replay windows, keys, TRIM and
+WRITE_ZEROES give a client of the real module.
+
+- A UDP impairment relay on the host (between the client and QEMU's forward
+  to the instance) duplicates, reorders, delays by up to 2 s and drops
+  datagrams both ways while clients write many generations to the same few
+  blocks: every block ends up holding its last acknowledged generation, and
+  the instance counts the duplicates it answered without executing.
+- A datagram of a session opened before the instance was started again (stop
+  and start, rmmod and modprobe) is answered ENOTCONN and not executed.
+- A keyed instance (key=FILE) serves tagged datagrams only; with auth=full, a
+  byte of data changed in flight is refused.
+- TRIM and WRITE_ZEROES on the NVMe partition and on a null_blk.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import os
+import random
+import select
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "client"))
+
+from nbtest import instances, refused, start  # noqa: E402
+from netblk import (HEADER_SIZE, OP_WRITE, Auth, Client, NetblkError,  # noqa: E402
+                    pack_header, parse_key, unpack_header)
+
+P1 = "/dev/nvme0n1p1"
+PORT = 7000
+GUEST_FORWARDS = [PORT]
+BLOCK = 1024
+
+
+def client(g, port=PORT, **kw):
+    kw.setdefault("timeout", 5.0)
+    kw.setdefault("tries", 4)
+    return Client("127.0.0.1", g.host_port(port), **kw)
+
+
+def stats(g, port=PORT):
+    return instances(g)[port]["stats"]
+
+
+def guest_md5(g, dev, offset, length):
+    out = g.check(f"dd if={dev} bs=512 skip={offset // 512} count={length // 512} "
+                  f"iflag=direct 2>/dev/null | md5sum", timeout=60)
+    return out.split()[0]
+
+
+class Relay:
+    """A UDP relay on 127.0.0.1 in front of the instance's forward: each
+    datagram, either way, is dropped (drop), sent twice (dup), held back a
+    little (up to 20 ms) or, now and then (late), for up to 2 s -- so that
+    what was sent later comes first.  flip(datagram) -> datagram may change
+    what the client sends.  One upstream socket a client, as QEMU's network
+    gives each its own source port."""
+
+    def __init__(self, upstream_port, drop=0.1, dup=0.2, late=0.03, seed=7, flip=None):
+        self.upstream = ("127.0.0.1", upstream_port)
+        self.drop, self.dup, self.late = drop, dup, late
+        self.flip = flip
+        self.rng = random.Random(seed)
+        self.listen = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.listen.bind(("127.0.0.1", 0))
+        self.port = self.listen.getsockname()[1]
+        self.ups: dict[tuple, socket.socket] = {}
+        self.clients: dict[socket.socket, tuple] = {}
+        self.queue: list[tuple[float, socket.socket, bytes, tuple | None]] = []
+        self.lock = threading.Lock()
+        self.counts = {"dropped": 0, "duplicated": 0, "late": 0, "passed": 0}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(5)
+        for s in [self.listen, *self.ups.values()]:
+            s.close()
+
+    def _impair(self, sock, data, to):
+        if self.rng.random() < self.drop:
+            self.counts["dropped"] += 1
+            return
+        copies = 2 if self.rng.random() < self.dup else 1
+        self.counts["duplicated"] += copies - 1
+        now = time.monotonic()
+        for _ in range(copies):
+            if self.rng.random() < self.late:
+                delay = self.rng.uniform(0.3, 2.0)
+                self.counts["late"] += 1
+            else:
+                delay = self.rng.uniform(0, 0.02)
+            self.queue.append((now + delay, sock, data, to))
+
+    def _run(self):
+        while not self._stop.is_set():
+            now = time.monotonic()
+            due = [q for q in self.queue if q[0] <= now]
+            self.queue = [q for q in self.queue if q[0] > now]
+            for _, sock, data, to in due:
+                try:
+                    sock.sendto(data, to) if to else sock.send(data)
+                    self.counts["passed"] += 1
+                except OSError:
+                    pass
+            wait = min([q[0] for q in self.queue], default=now + 0.01) - now
+            socks = [self.listen, *self.ups.values()]
+            ready = select.select(socks, [], [], max(0.0, min(wait, 0.01)))[0]
+            for s in ready:
+                try:
+                    data, addr = s.recvfrom(65536)
+                except OSError:
+                    continue
+                if s is self.listen:
+                    up = self.ups.get(addr)
+                    if up is None:
+                        up = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                        up.connect(self.upstream)
+                        self.ups[addr] = up
+                        self.clients[up] = addr
+                    if self.flip:
+                        data = self.flip(data)
+                    self._impair(up, data, None)
+                else:
+                    self._impair(self.listen, data, self.clients[s])
+
+
+def test_no_stale_write_lands_through_a_network_that_reorders_and_duplicates(netblk):
+    g = netblk
+    start(g, P1, PORT)
+    blocks, generations, writers = 8, 30, 2
+    before = stats(g)
+    with Relay(g.host_port(PORT)) as relay:
+        last: dict[int, int] = {}
+        errors: list[str] = []
+
+        def writer(w):
+            base = (64 << 20) + w * blocks * BLOCK
+            with Client("127.0.0.1", relay.port, timeout=0.25, tries=60) as c:
+                for gen in range(1, generations + 1):
+                    data = b"".join(f"w{w}b{b}g{gen:04d}".encode().ljust(BLOCK, b".")
+                                    for b in range(blocks))
+                    try:
+                        c.write(base, data, window=blocks)
+                    except NetblkError as e:
+                        errors.append(str(e))
+                        return
+                    last[w] = gen  # every block of this generation acknowledged
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(writers)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(600)
+        time.sleep(2.5)  # what the relay still holds back arrives, late
+        counts = dict(relay.counts)
+    assert not errors, errors
+    assert counts["duplicated"] and counts["late"] and counts["dropped"], counts
+
+    stale = []
+    with client(g) as c:
+        for w in range(writers):
+            base = (64 << 20) + w * blocks * BLOCK
+            back = c.read(base, blocks * BLOCK)
+            for b in range(blocks):
+                want = f"w{w}b{b}g{last[w]:04d}".encode()
+                got = back[b * BLOCK:b * BLOCK + len(want)]
+                if got != want:
+                    stale.append((w, b, got))
+    assert stale == [], f"{len(stale)} blocks do not hold their last acknowledged write: {stale}"
+    s = stats(g)
+    dups = s["duplicates"] - before["duplicates"]
+    assert dups > 0, f"the relay duplicated {counts['duplicated']} datagrams; none suppressed ({s})"
+    assert s["writes"] - before["writes"] >= writers * generations * blocks
+    assert s["stale"] == 0 and s["too_far"] == 0, s
+
+
+def write_datagram(c, offset, data, seq):
+    """A WRITE in c's session, as the client would send it."""
+    return pack_header(OP_WRITE, offset, len(data), seq, session=c.session.id,
+                       token=c.session.token) + data
+
+
+def answer_on(sock, timeout=5.0):
+    sock.setblocking(True)
+    sock.settimeout(timeout)
+    try:
+        return unpack_header(sock.recv(65536))
+    finally:
+        sock.setblocking(False)
+
+
+@pytest.mark.parametrize("restart", ["stop and start", "rmmod and modprobe"])
+def test_a_datagram_of_a_session_before_a_restart_is_not_executed(netblk, restart):
+    g = netblk
+    start(g, P1, PORT)
+    off = 80 << 20
+    old, new = os.urandom(BLOCK), os.urandom(BLOCK)
+    with client(g) as c:
+        c.write(off, old)
+        late = write_datagram(c, off, new, c._next_seq + 5)  # held back by the network
+        if restart == "stop and start":
+            g.check(f"netblkctl stop {PORT}")
+        else:
+            g.check(f"netblkctl stop {PORT} && rmmod netblk && modprobe netblk")
+        start(g, P1, PORT)
+        c.sock.send(late)
+        r = answer_on(c.sock)
+        assert (r["status"], r["data"]) == (errno.ENOTCONN, b""), r
+        assert guest_md5(g, P1, off, BLOCK) == hashlib.md5(old).hexdigest(), \
+            "an old session's WRITE was executed by the new instance"
+        assert stats(g)["not_connected"] == 1
+        # the client itself opens a new session and goes on
+        c.write(off, new)
+        assert c.read(off, BLOCK) == new and c.stats.sessions == 2
+
+
+def guest_key(g):
+    g.check("netblkctl genkey > /tmp/nbkey && chmod 600 /tmp/nbkey")
+    return parse_key(g.check("cat /tmp/nbkey"))
+
+
+def test_a_keyed_instance_serves_tagged_datagrams_only(netblk):
+    g = netblk
+    key = guest_key(g)
+    out = start(g, P1, PORT, "key=/tmp/nbkey")
+    assert instances(g)[PORT]["auth"] == "header", out
+    data = os.urandom(4 * BLOCK)
+    with client(g, auth=Auth(key)) as c:
+        c.write(1 << 20, data)
+        assert c.read(1 << 20, len(data)) == data
+    with client(g) as c, pytest.raises(NetblkError) as ei:
+        c.info()
+    assert ei.value.status == errno.EKEYREJECTED and "give its key" in str(ei.value)
+    with client(g, auth=Auth(bytes(16))) as c, pytest.raises(NetblkError) as ei:
+        c.info()
+    assert ei.value.status == errno.EKEYREJECTED and "wrong key" in str(ei.value)
+    s = stats(g)
+    assert s["auth_failed"] >= 2, s
+    assert "auth header" in g.check("netblkctl list")
+
+
+def test_auth_full_refuses_data_changed_in_flight(netblk):
+    g = netblk
+    key = guest_key(g)
+    start(g, P1, PORT, "key=/tmp/nbkey", "auth=full")
+    off = 2 << 20
+    good = os.urandom(BLOCK)
+    with client(g, auth=Auth(key, data=True)) as c:
+        c.write(off, good)
+
+    def flip_a_data_byte(d):
+        if len(d) > HEADER_SIZE + 10 and d[5] == OP_WRITE:
+            d = bytearray(d)
+            d[HEADER_SIZE + 10] ^= 0x01
+            return bytes(d)
+        return d
+
+    with Relay(g.host_port(PORT), drop=0, dup=0, late=0, flip=flip_a_data_byte) as relay:
+        with Client("127.0.0.1", relay.port, timeout=5, tries=2, auth=Auth(key, True)) as c:
+            with pytest.raises(NetblkError) as ei:
+                c.write(off, os.urandom(BLOCK))
+            assert ei.value.status == errno.EKEYREJECTED, ei.value
+            assert c.read(off, BLOCK) == good, "a changed datagram was written"
+    assert guest_md5(g, P1, off, BLOCK) == hashlib.md5(good).hexdigest()
+    assert stats(g)["auth_failed"] == 1
+
+
+def test_key_option_errors(netblk):
+    g = netblk
+    g.check("echo 0123 > /tmp/shortkey")
+    refused(g, r"key file /tmp/shortkey: 4 hexadecimal digits", "start", P1, PORT,
+            "key=/tmp/shortkey")
+    refused(g, r"cannot read key file /nonexistent", "start", P1, PORT, "key=/nonexistent")
+    refused(g, r"auth= needs a key", "start", P1, PORT, "auth=full")
+    refused(g, r"bad auth= 'both'", "start", P1, PORT, "auth=both")
+    refused(g, r"bad sessions= '0'", "start", P1, PORT, "sessions=0")
+
+
+def test_trim_and_write_zeroes_on_nvme(netblk):
+    g = netblk
+    start(g, P1, PORT)
+    off, n = 8 << 20, 64 << 10
+    with client(g) as c:
+        info = c.info()
+        assert info.trim and info.write_zeroes, info
+        c.write(off, os.urandom(n))
+        c.write_zeroes(off, n)
+        assert c.read(off, n) == bytes(n)
+        c.trim(off + n, 1 << 20)
+    assert guest_md5(g, P1, off, n) == hashlib.md5(bytes(n)).hexdigest()
+    s = stats(g)
+    assert (s["write_zeroes"], s["write_zeroes_bytes"], s["trims"], s["trim_bytes"]) == \
+        (1, n, 1, 1 << 20), s
+
+
+NULLB = "/sys/kernel/config/nullb/nbdiscard"
+
+
+def test_trim_on_null_blk_and_write_zeroes_it_cannot(netblk):
+    g = netblk
+    g.check("modprobe null_blk nr_devices=0; grep -q configfs /proc/mounts || "
+            "mount -t configfs none /sys/kernel/config; "
+            f"mkdir {NULLB} && cd {NULLB} && echo 64 > size && echo 1 > memory_backed && "
+            "echo 1 > discard && echo 1 > power")
+    try:
+        start(g, "/dev/nbdiscard", PORT)
+        with client(g) as c:
+            info = c.info()
+            assert info.trim and not info.write_zeroes, info
+            c.write(0, b"\xaa" * (1 << 20))
+            c.trim(0, 1 << 20)
+            # memory-backed null_blk frees what is discarded: it reads back zeros
+            assert c.read(0, 1 << 20) == bytes(1 << 20)
+            with pytest.raises(NetblkError) as ei:
+                c.write_zeroes(0, 4096)
+            assert ei.value.status == errno.EOPNOTSUPP
+    finally:
+        g.run(f"netblkctl stop all >/dev/null 2>&1; echo 0 > {NULLB}/power; rmdir {NULLB}; "
+              "rmmod null_blk", timeout=60)

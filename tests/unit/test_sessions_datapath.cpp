@@ -1,0 +1,443 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Protocol v2 through an instance's data path: sessions, the replay window
+ * that makes every change to the disk happen once, HELLO's cookies, keyed
+ * instances, TRIM and WRITE_ZEROES, and the answer to version 1.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "engine.h"
+#include "fake_shim.h"
+#include "frames.h"
+
+using namespace test;
+
+namespace {
+
+constexpr uint64_t disk_size = 1 << 20;
+const uint8_t key_bytes[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+struct v2 : ::testing::Test {
+	netblk_instance *inst = nullptr;
+	std::vector<std::unique_ptr<std::vector<u8>>> frames;
+	uint64_t now = 1000;
+
+	void start(const fake_options &o = fake_options())
+	{
+		inst = fake_start(disk_size, o);
+		ASSERT_NE(inst, nullptr);
+	}
+	void TearDown() override
+	{
+		if (inst)
+			fake_stop(inst);
+		test::session = client_session{};
+	}
+
+	/* The receive path: the verdict, and the in-place reply when there is one. */
+	netblk_rx_verdict receive(const std::vector<u8> &payload, std::vector<u8> *reply = nullptr)
+	{
+		frames.push_back(std::make_unique<std::vector<u8>>(to_server(payload)));
+		std::vector<u8> &f = *frames.back();
+		uint32_t len = (uint32_t)f.size();
+		netblk_rx_verdict v = netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, now);
+		if (v == NETBLK_RX_REPLY) {
+			f.resize(len);
+			if (reply)
+				*reply = f;
+		}
+		return v;
+	}
+
+	void work()
+	{
+		for (int round = 0; round < 100; round++) {
+			now += 1000000;
+			netblk_core_submit(inst->core, now);
+			while (netblk_core_reply(inst->core, now))
+				;
+			if (netblk_core_next_work(inst->core, now) == NETBLK_NO_WORK)
+				return;
+		}
+	}
+
+	header last_reply()
+	{
+		EXPECT_FALSE(inst->sent.empty());
+		return inst->sent.empty() ? header{} : reply_header(inst->sent.back());
+	}
+
+	netblk_stats stats() { return fake_stats(inst); }
+
+	void expect_nothing_held()
+	{
+		netblk_held held{};
+		netblk_core_held(inst->core, &held);
+		EXPECT_EQ(held.slots, 0u);
+		EXPECT_EQ(held.frames, 0u);
+	}
+};
+
+std::vector<u8> block(uint8_t fill) { return std::vector<u8>(512, fill); }
+
+bool disk_holds(netblk_instance *inst, uint64_t offset, uint8_t fill)
+{
+	return std::all_of(inst->disk.begin() + offset, inst->disk.begin() + offset + 512,
+			   [fill](uint8_t b) { return b == fill; });
+}
+
+} // namespace
+
+TEST_F(v2, WithoutASessionNothingIsExecutedAndTheClientIsTold)
+{
+	start();
+	test::session.id = 0;
+	test::session.token = 0;
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(write_request(0, block(7)), &reply), NETBLK_RX_REPLY);
+	header h = reply_header(reply);
+	EXPECT_EQ(h.status, status_enotconn);
+	EXPECT_EQ(reply.size(), reply_headroom) << "one header, no data";
+	EXPECT_TRUE(disk_holds(inst, 0, 0));
+
+	/* a guessed token of a real session id */
+	test::session = client_session{};
+	ASSERT_TRUE(fake_open_session(inst, now, 99));
+	test::session.token ^= 1;
+	ASSERT_EQ(receive(request(op_read, 0, 512), &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).status, status_enotconn);
+	EXPECT_EQ(stats().not_connected, 2u);
+	EXPECT_EQ(stats().reads, 0u) << "nothing of the device is told";
+}
+
+TEST_F(v2, HelloIsAnsweredWithACookieNoLargerThanItself)
+{
+	start(fake_options{.open_session = false});
+	std::vector<u8> hello = hello_request(0xabc);
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(hello, &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply.size(), to_server(hello).size()) << "amplification 1";
+	header h = reply_header(reply);
+	EXPECT_EQ(h.op, op_hello | op_reply_bit);
+	EXPECT_EQ(h.status, status_ok);
+	EXPECT_EQ(h.session, 0u) << "no session yet: nothing kept";
+	EXPECT_EQ(h.seq, 0xabcu);
+	EXPECT_NE(h.token, 0u);
+	EXPECT_EQ(stats().sessions_opened, 0u);
+
+	/* a wrong cookie is only a first HELLO again */
+	ASSERT_EQ(receive(hello_request(0xabc, h.token ^ 1), &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).token, h.token);
+	EXPECT_EQ(stats().hello_cookies, 2u);
+
+	/* the cookie back: a session */
+	ASSERT_EQ(receive(hello_request(0xabc, h.token)), NETBLK_RX_KEPT);
+	work();
+	header opened = last_reply();
+	EXPECT_EQ(opened.status, status_ok);
+	EXPECT_NE(opened.session, 0u);
+	EXPECT_NE(opened.token, 0u);
+	EXPECT_NE(opened.token, h.token);
+	EXPECT_EQ(inst->sent.back().size(), reply_headroom) << "no larger than the HELLO";
+
+	/* that HELLO again (its answer lost): the same session */
+	ASSERT_EQ(receive(hello_request(0xabc, h.token)), NETBLK_RX_KEPT);
+	work();
+	EXPECT_EQ(last_reply().session, opened.session);
+	EXPECT_EQ(last_reply().token, opened.token);
+	EXPECT_EQ(stats().sessions_opened, 1u);
+	EXPECT_EQ(stats().sessions_open, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(v2, ADuplicateOfAnAnsweredWriteGetsTheSameAnswerAndIsNotExecutedAgain)
+{
+	start();
+	std::vector<u8> first = write_request(0, block(1));	/* seq 1 */
+	receive(first);
+	work();
+	ASSERT_EQ(last_reply().status, status_ok);
+	receive(write_request(0, block(2)));			/* seq 2: newer data */
+	work();
+	ASSERT_TRUE(disk_holds(inst, 0, 2));
+
+	/* the network delivers the first WRITE again, late */
+	receive(first);
+	work();
+	header h = last_reply();
+	EXPECT_EQ(h.op, op_write | op_reply_bit);
+	EXPECT_EQ(h.seq, 1u);
+	EXPECT_EQ(h.status, status_ok) << "as the original was answered";
+	EXPECT_TRUE(disk_holds(inst, 0, 2)) << "the old data did not land over the new";
+	EXPECT_EQ(inst->submissions, 2u);
+	EXPECT_EQ(stats().duplicates, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(v2, ADuplicateOfAFailedWriteGetsItsErrorAgain)
+{
+	start();
+	inst->fail_io = true;
+	std::vector<u8> w = write_request(0, block(1));
+	receive(w);
+	work();
+	ASSERT_EQ(last_reply().status, status_eio);
+	inst->fail_io = false;
+	receive(w);
+	work();
+	EXPECT_EQ(last_reply().status, status_eio) << "answered as it was, not tried again";
+	EXPECT_EQ(inst->submissions, 1u);
+}
+
+TEST_F(v2, ADuplicateOfAWriteAtTheDiskIsDropped)
+{
+	start();
+	inst->complete_at_once = false;
+	std::vector<u8> w = write_request(0, block(3));
+	receive(w);
+	netblk_core_submit(inst->core, now);
+	ASSERT_EQ(inst->pending.size(), 1u);
+	receive(w);
+	netblk_core_submit(inst->core, now);
+	netblk_core_reply(inst->core, now);
+	EXPECT_EQ(inst->pending.size(), 1u) << "not sent to the disk twice";
+	EXPECT_TRUE(inst->sent.empty()) << "and not answered: the original will be";
+	EXPECT_EQ(inst->freed_frames.size(), 1u) << "its frame freed";
+	inst->finish_ios();
+	work();
+	EXPECT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(stats().duplicates_in_flight, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(v2, OutsideTheWindowIsRefusedAndNeverExecuted)
+{
+	start();
+	receive(write_request(0, block(1), 1));
+	receive(write_request(512, block(2), 1 + nb::replay_window::size));
+	work();
+	ASSERT_TRUE(disk_holds(inst, 512, 2));
+
+	/* seq 1's entry is gone: a copy of it now is stale */
+	std::vector<u8> reply;
+	receive(write_request(0, block(9), 1));
+	work();
+	EXPECT_EQ(last_reply().status, status_estale);
+	EXPECT_TRUE(disk_holds(inst, 0, 1));
+
+	receive(write_request(0, block(9), 2 + 2 * nb::replay_window::size));
+	work();
+	EXPECT_EQ(last_reply().status, status_eoverflow) << "too far ahead";
+	EXPECT_TRUE(disk_holds(inst, 0, 1));
+	EXPECT_EQ(stats().stale, 1u);
+	EXPECT_EQ(stats().too_far, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(v2, ReadsAreServedAgainAndMoveTheWindow)
+{
+	start();
+	inst->disk.assign(disk_size, 4);
+	std::vector<u8> r = request(op_read, 0, 512);
+	receive(r);
+	receive(r);
+	work();
+	ASSERT_EQ(inst->sent.size(), 2u);
+	EXPECT_EQ(reply_data(inst->sent[1]), block(4));
+	EXPECT_EQ(stats().duplicates, 0u);
+
+	/* reads alone take the numbers on: a write after 2000 of them is no too-far */
+	for (int i = 0; i < 2000; i++) {
+		receive(request(op_read, 0, 512));
+		if (i % 100 == 0)
+			work();
+	}
+	work();
+	receive(write_request(0, block(5)));
+	work();
+	EXPECT_EQ(last_reply().status, status_ok);
+}
+
+TEST_F(v2, AWriteNotExecutedForWantOfABufferMayBeSentAgain)
+{
+	start(fake_options{.dma_align_mask = 511});	/* every write is copied */
+	inst->no_buffers = true;
+	std::vector<u8> w = write_request(0, block(6));
+	receive(w);
+	work();
+	ASSERT_EQ(last_reply().status, status_eagain);
+	inst->no_buffers = false;
+	receive(w);
+	work();
+	EXPECT_EQ(last_reply().status, status_ok) << "EAGAIN: it was not executed, so now it is";
+	EXPECT_TRUE(disk_holds(inst, 0, 6));
+	EXPECT_EQ(stats().duplicates, 0u);
+}
+
+TEST_F(v2, ANewInstanceExecutesNoDatagramOfAnOldSession)
+{
+	start();
+	client_session old = test::session;
+	std::vector<u8> w = write_request(0, block(8));
+	fake_stop(inst);
+	inst = nullptr;
+
+	fake_options o;
+	o.open_session = false;
+	inst = fake_start(disk_size, o);
+	ASSERT_NE(inst, nullptr);
+	/* its table starts empty (and a real one has a new secret: Table.CookieIs...) */
+	test::session = old;
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(w, &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).status, status_enotconn);
+	EXPECT_TRUE(disk_holds(inst, 0, 0));
+}
+
+TEST_F(v2, KeyedInstanceAnswersOnlyTaggedDatagramsAndTagsItsReplies)
+{
+	fake_options o;
+	o.key = key_bytes;
+	start(o);
+	auth_config client_auth = test::session.auth;
+
+	/* untagged: refused, and told what the instance wants */
+	test::session.auth = auth_config{};
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(request(op_read, 0, 512), &reply), NETBLK_RX_REPLY);
+	header h = reply_header(reply);
+	EXPECT_EQ(h.status, status_ekeyrejected);
+	EXPECT_EQ(h.flags, flag_auth_key);
+	EXPECT_EQ(h.tag, 0u);
+	EXPECT_EQ(stats().auth_failed, 1u);
+
+	/* HELLO's answer says what the tags cover, so a client in the wrong mode is told */
+	test::session.auth = client_auth;
+	ASSERT_EQ(receive(hello_request(77), &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).flags, flag_auth_key);
+	EXPECT_EQ(load_be64(reply.data() + eth_header_size + ipv4_header_size + udp_header_size +
+			    tag_offset),
+		  compute_tag(client_auth,
+			      reply.data() + eth_header_size + ipv4_header_size + udp_header_size,
+			      nullptr, 0)) << "and is tagged";
+
+	inst->disk.assign(disk_size, 0x3c);
+	receive(request(op_read, 0, 1024));
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u);
+	std::vector<u8> &f = inst->sent[0];
+	const u8 *hdr = f.data() + eth_header_size + ipv4_header_size + udp_header_size;
+	EXPECT_EQ(load_be64(hdr + tag_offset), compute_tag(client_auth, hdr, nullptr, 0))
+		<< "the reply's tag covers its header";
+	EXPECT_EQ(last_reply().status, status_ok);
+}
+
+TEST_F(v2, AuthFullRefusesDataChangedInFlight)
+{
+	fake_options o;
+	o.key = key_bytes;
+	o.auth_data = true;
+	start(o);
+	std::vector<u8> w = write_request(0, block(5));
+	w[header_size + 17] ^= 1;
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(w, &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).status, status_ekeyrejected);
+	EXPECT_EQ(reply_header(reply).flags, flag_auth_key | flag_auth_data);
+	EXPECT_TRUE(disk_holds(inst, 0, 0));
+
+	receive(write_request(0, block(5)));
+	inst->disk[600] = 0x77;
+	receive(request(op_read, 0, 1024));
+	work();
+	EXPECT_TRUE(disk_holds(inst, 0, 5));
+	std::vector<u8> &f = inst->sent.back();
+	const u8 *hdr = f.data() + eth_header_size + ipv4_header_size + udp_header_size;
+	EXPECT_EQ(load_be64(hdr + tag_offset),
+		  compute_tag(test::session.auth, hdr, hdr + header_size, 1024))
+		<< "a READ's answer is tagged over its data too";
+}
+
+TEST_F(v2, TrimAndWriteZeroesGoToTheDiskAndAreExecutedOnce)
+{
+	start();
+	inst->disk.assign(disk_size, 9);
+	std::vector<u8> z = request(op_write_zeroes, 4096, 8192);
+	receive(z);
+	receive(request(op_trim, 65536, 65536));
+	work();
+	ASSERT_EQ(inst->sent.size(), 2u);
+	for (auto &f : inst->sent) {
+		EXPECT_EQ(reply_header(f).status, status_ok);
+		EXPECT_EQ(f.size(), reply_headroom);
+	}
+	EXPECT_TRUE(disk_holds(inst, 4096, 0));
+	EXPECT_TRUE(disk_holds(inst, 4096 + 8192 - 512, 0));
+	EXPECT_TRUE(disk_holds(inst, 4096 + 8192, 9));
+	EXPECT_EQ(inst->zeroings, 1u);
+	EXPECT_EQ(inst->discards, 1u);
+	netblk_stats s = stats();
+	EXPECT_EQ(s.write_zeroes, 1u);
+	EXPECT_EQ(s.write_zeroes_bytes, 8192u);
+	EXPECT_EQ(s.trims, 1u);
+	EXPECT_EQ(s.trim_bytes, 65536u);
+
+	receive(z);
+	work();
+	EXPECT_EQ(inst->zeroings, 1u) << "a duplicate is not executed again";
+	expect_nothing_held();
+}
+
+TEST_F(v2, ADeviceThatCannotTrimSaysSo)
+{
+	start(fake_options{.trim = false});
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(request(op_trim, 0, 512), &reply), NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).status, status_eopnotsupp);
+}
+
+TEST_F(v2, VersionOneIsAnsweredInItsOwnHeader)
+{
+	start();
+	std::vector<u8> v1(v1_header_size + 512, 0);
+	store_be32(v1.data(), proto_magic);
+	v1[4] = 1;
+	v1[5] = op_write;
+	store_be64(&v1[8], 0x1122334455667788ull);	/* its handle */
+	store_be64(&v1[16], 0);
+	store_be32(&v1[24], 512);
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(v1, &reply), NETBLK_RX_REPLY);
+	const u8 *p = reply.data() + eth_header_size + ipv4_header_size;
+	EXPECT_EQ(load_be16(p + 4), udp_header_size + v1_header_size);
+	p += udp_header_size;
+	EXPECT_EQ(load_be32(p), proto_magic);
+	EXPECT_EQ(p[4], 2) << "the version it speaks";
+	EXPECT_EQ(p[5], op_write | op_reply_bit);
+	EXPECT_EQ(load_be16(p + 6), status_eprotonosupport);
+	EXPECT_EQ(load_be64(p + 8), 0x1122334455667788ull);
+	EXPECT_EQ(load_be32(p + 24), 512u);
+	EXPECT_TRUE(disk_holds(inst, 0, 0));
+	EXPECT_EQ(stats().old_version, 1u);
+}
+
+TEST_F(v2, AFullSessionTableRefusesNewSessionsAndKeepsItsOwn)
+{
+	fake_options o;
+	o.sessions = 1;
+	start(o);
+	client_session mine = test::session;
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(hello_request(5), &reply), NETBLK_RX_REPLY);
+	receive(hello_request(5, reply_header(reply).token));
+	work();
+	EXPECT_EQ(last_reply().status, status_eusers);
+	EXPECT_EQ(stats().sessions_refused, 1u);
+	test::session = mine;
+	receive(request(op_read, 0, 512));
+	work();
+	EXPECT_EQ(last_reply().status, status_ok) << "the session there is still served";
+}
