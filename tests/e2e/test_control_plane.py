@@ -223,9 +223,10 @@ def test_whole_disk_vs_partition(netblk):
 
 
 def test_4k_device_at_jumbo_mtu_is_refused_clearly(netblk):
-    """A 4 KiB-sector disk needs an MTU above 4154, and virtio-net runs only
-    multi-buffer ("frags") XDP programs at such an MTU, which netblk does not
-    have (README, Limits): the refusal must say it is the XDP attach."""
+    """A 4 KiB-sector disk needs an MTU of at least 4178 (4096 behind 82
+    bytes), and virtio-net runs only multi-buffer ("frags") XDP programs at
+    such an MTU, which netblk does not have (README, Limits): the refusal
+    must say it is the XDP attach."""
     g = netblk
     g.check("ip link set eth0 mtu 9000")
     try:
