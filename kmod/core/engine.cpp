@@ -363,6 +363,13 @@ void engine::answer_now(u32 index, u16 status)
 	complete(index, status);
 }
 
+/* A request the worker answers without sending it to the disk. */
+void engine::answer_without_disk(u32 index, u16 status)
+{
+	add_once(worker_.submitted, 1);
+	answer_now(index, status);
+}
+
 /* A duplicate of a request at the disk: it gets no answer of its own. */
 void engine::discard(u32 index)
 {
@@ -385,8 +392,7 @@ void engine::open_session(u32 index, slot &s, u64 now_ns)
 	s.request.session = id;
 	s.request.token = token;
 	s.request.flags = auth_flags();
-	add_once(worker_.submitted, 1);
-	answer_now(index, r == session_table::open_result::full ? status_eusers : status_ok);
+	answer_without_disk(index, r == session_table::open_result::full ? status_eusers : status_ok);
 }
 
 /*
@@ -411,8 +417,7 @@ bool engine::admit(u32 index, u64 now_ns)
 	if (!ss) {
 		/* evicted or replaced between the receive path's look and now */
 		add_once(worker_.not_connected, 1);
-		add_once(worker_.submitted, 1);
-		answer_now(index, status_enotconn);
+		answer_without_disk(index, status_enotconn);
 		return false;
 	}
 	ss->last_used_ns = now_ns;
@@ -422,8 +427,7 @@ bool engine::admit(u32 index, u64 now_ns)
 		/* reads may be served again; they only move the window on */
 		if (st == replay_window::state::too_far) {
 			add_once(sc.too_far, 1);
-			add_once(worker_.submitted, 1);
-			answer_now(index, status_eoverflow);
+			answer_without_disk(index, status_eoverflow);
 			return false;
 		}
 		if (st == replay_window::state::fresh) {
@@ -454,8 +458,7 @@ bool engine::admit(u32 index, u64 now_ns)
 		status = status_eoverflow;
 		break;
 	}
-	add_once(worker_.submitted, 1);
-	answer_now(index, status);
+	answer_without_disk(index, status);
 	return false;
 }
 
@@ -921,8 +924,7 @@ void engine::read_stats(netblk_stats *s) const
 	const session_counters &sc = sessions_.counters();
 	s->sessions_opened = read_once(sc.opened);
 	s->sessions_evicted = read_once(sc.evicted);
-	/* sessions close only to make room for another */
-	s->sessions_open = s->sessions_opened - min(s->sessions_opened, s->sessions_evicted);
+	s->sessions_open = sessions_.open_count();
 	s->sessions_refused = read_once(sc.refused);
 	s->duplicates = read_once(sc.duplicates);
 	s->duplicates_in_flight = read_once(sc.duplicates_in_flight);

@@ -151,6 +151,7 @@ private:
 	void start_io(u32 index);
 	void open_session(u32 index, slot &s, u64 now_ns);
 	bool admit(u32 index, u64 now_ns);
+	void answer_without_disk(u32 index, u16 status);
 	void discard(u32 index);
 	void window_done(slot &s);
 	int start_write(u32 index, slot &s, bool may_block);

@@ -125,12 +125,6 @@ bool session_table::cookie_valid(u32 ip, u16 port, u64 nonce, u64 cookie_value,
 
 /* ---- the table ---- */
 
-void session_table::close(session &s)
-{
-	__atomic_store_n(&s.token, 0, __ATOMIC_RELAXED);
-	open_--;
-}
-
 /*
  * Where a new session from @peer goes: when its IPv4 address holds
  * per_source_max already, that address's idlest; else a free entry; else
@@ -191,7 +185,8 @@ session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 
 	}
 	session &s = sessions_[i];
 	if (s.token) {
-		close(s);
+		/* evicted: its datagrams find nothing from now on */
+		__atomic_store_n(&s.token, 0, __ATOMIC_RELAXED);
 		counters_.evicted++;
 	}
 	u64 t = keyed(secret_, label_token, ++created_, peer, nonce);
@@ -201,7 +196,6 @@ session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 
 	s.window.reset();
 	__atomic_store_n(&s.peer, peer, __ATOMIC_RELAXED);
 	__atomic_store_n(&s.token, t ? t : 1, __ATOMIC_RELEASE);
-	open_++;
 	counters_.opened++;
 	*id = session_id(i);
 	*token = s.token;

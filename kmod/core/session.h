@@ -90,7 +90,11 @@ public:
 	int init(u32 capacity, const siphash_key &secret);
 	void destroy();
 	u32 capacity() const { return capacity_; }
-	u32 open_count() const { return open_; }
+	/* Sessions close only to make room for another: those opened less those evicted. */
+	u64 open_count() const
+	{
+		return read_once(counters_.opened) - read_once(counters_.evicted);
+	}
 	const session_counters &counters() const { return counters_; }
 	session_counters &counters() { return counters_; }
 
@@ -116,11 +120,9 @@ public:
 private:
 	static u64 pack_peer(u32 ip, u16 port) { return (u64)ip << 16 | port; }
 	u32 pick_entry(u64 peer, u64 now_ns);
-	void close(session &s);
 
 	session *sessions_ = nullptr;
 	u32 capacity_ = 0;
-	u32 open_ = 0;
 	u64 created_ = 0;	/* sessions ever opened: every token is made from a new one */
 	siphash_key secret_ = {};
 	session_counters counters_ = {};
