@@ -22,6 +22,8 @@ Knobs (all attributes, changeable while it runs):
     busy_first the first N requests are answered EAGAIN
     busy_each  every request (session, seq) is answered EAGAIN its first N times
     shuffle    READ chunks go out in random order
+    reverse    answers held (delay, gate) go out newest first, as a disk may
+               complete what it was given
     duplicate  every reply datagram is sent twice
     stray      before each reply: a datagram with the wrong magic, one with an
                unknown seq and one that is too short
@@ -97,7 +99,7 @@ class FakeServer:
                  eio=(), drop=None, corrupt_at: int | None = None,
                  fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0,
                  key: bytes | None = None, auth_data: bool = False, trim: bool = True,
-                 busy_hellos: int = 0):
+                 busy_hellos: int = 0, reverse: bool = False):
         self.size = size
         self.sector = sector
         self.max_io = max_io
@@ -114,6 +116,7 @@ class FakeServer:
         self.busy_first = busy_first
         self.busy_each = busy_each
         self.shuffle = shuffle
+        self.reverse = reverse
         self.duplicate = duplicate
         self.stray = stray
         self.silent = silent
@@ -197,6 +200,8 @@ class FakeServer:
         if not due:
             return
         self._pending = [p for p in self._pending if p[0] > now]
+        if self.reverse:
+            due.reverse()
         for _, datagrams, cost in due:
             self.in_use -= cost
             for dgram, addr in datagrams:

@@ -110,6 +110,37 @@ def test_loss_on_writes_is_retried():
     assert all(w.offset + w.length <= MiB for w in srv.requests(OP_WRITE))
 
 
+def test_a_lost_datagram_is_sent_again_once_later_ones_are_answered():
+    # The first WRITE's answer is lost; its timer (30 s) is not waited for:
+    # once a WRITE sent a window (16) after it is answered, it goes again.
+    lost = []
+
+    def lose_first_write_answer(hdr):
+        if hdr[2] == OP_WRITE | 0x80 and not lost:
+            lost.append(hdr[7])
+            return True
+        return False
+
+    with FakeServer(size=4 * MiB, drop=lose_first_write_answer) as srv:
+        _, out, _ = load(srv, "--mode", "write", "--size", "1k", "--window", "16",
+                         "--range", "0:1m", "--timeout", "30", "--tries", "2")
+    assert out["errors"] == 0 and out["ops"] > 16
+    assert out["fast_resends"] == 1 and out["retries"] == 1
+    writes = srv.requests(OP_WRITE)
+    resent = [i for i, w in enumerate(writes) if w.seq == lost[0]]
+    assert len(resent) == 2 and resent[1] - resent[0] >= 16
+    assert srv.duplicates == 1
+
+
+def test_answers_out_of_order_within_the_window_are_not_taken_for_loss():
+    # each window of 16 is answered newest first: no datagram is sent twice
+    with FakeServer(size=4 * MiB, gate=16, reverse=True) as srv:
+        _, out, _ = load(srv, "--mode", "write", "--size", "1k", "--window", "16",
+                         "--range", "0:1m", "--timeout", "30", "--tries", "2")
+    assert out["errors"] == 0 and out["ops"] > 16
+    assert out["fast_resends"] == 0 and out["retries"] == 0 and srv.duplicates == 0
+
+
 def test_busy_is_backed_off_and_counted():
     with FakeServer(size=4 * MiB, busy_each=2) as srv:
         _, out, _ = load(srv, "--mode", "randread", "--window", "4")

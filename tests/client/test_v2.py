@@ -125,6 +125,44 @@ def test_never_a_request_outstanding_half_a_window_behind():
         assert not [r for r in srv.log if r.answer in (errno.ESTALE, errno.EOVERFLOW)]
 
 
+def test_a_lost_datagram_is_sent_again_once_later_ones_are_answered():
+    # Fast resend: the first WRITE's answer is lost; 600 more go by.  The
+    # timer (30 s) never fires: the WRITE is sent again as soon as one sent a
+    # window after it is answered, so the window never stops at SEQ_SPAN.
+    lost = []
+
+    def lose_first_write_answer(hdr):
+        if hdr[2] == OP_WRITE | 0x80 and not lost:
+            lost.append(hdr[7])
+            return True
+        return False
+
+    with FakeServer(size=1 << 20, drop=lose_first_write_answer) as srv, \
+            client_for(srv, timeout=30.0, tries=2) as c:
+        c.write(0, b"f" * (600 << 10), window=64)
+        assert c.stats.fast_resends == 1 and c.stats.retries == 1
+        writes = srv.requests(OP_WRITE)
+        assert len(writes) == 601
+        resent = [i for i, w in enumerate(writes) if w.seq == lost[0]]
+        assert len(resent) == 2
+        # sent again once a window (64) of later WRITEs was answered, well
+        # before it could hold the others back (SEQ_SPAN)
+        assert 64 <= resent[1] - resent[0] < netblk.SEQ_SPAN
+        assert srv.executed == 600 and srv.duplicates == 1
+        assert c.read(0, 1024) == b"f" * 1024
+
+
+def test_answers_out_of_order_within_the_window_are_not_taken_for_loss():
+    # the instance answers each window of 64 newest first: nothing is lost,
+    # nothing may be sent twice
+    with FakeServer(size=1 << 20, gate=64, reverse=True) as srv, \
+            client_for(srv, timeout=30.0, tries=2) as c:
+        c.write(0, b"r" * (640 << 10), window=64)
+        assert c.stats.retries == 0 and c.stats.fast_resends == 0
+        assert srv.executed == 640 and srv.duplicates == 0
+        assert srv.max_in_use == 64
+
+
 def test_keyed_instance():
     with FakeServer(key=KEY) as srv:
         with client_for(srv, auth=Auth(KEY)) as c:

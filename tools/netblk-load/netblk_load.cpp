@@ -28,6 +28,8 @@
 //    number; it completes when every WRITE is answered.
 //  - Silence for --timeout (0.25 s) after a send: the same datagram is sent
 //    again, same number; after --tries sends the request fails (an error).
+//    Sooner when later datagrams are answered and it is not (fast_gap_min
+//    below): that too is a try, counted in retries and in fast_resends.
 //  - --key: every datagram is tagged (over its data too with --auth full),
 //    and an answer without a valid tag is stray.
 //  - EAGAIN (busy): resent after a randomised back-off of 0.5 ms doubling up
@@ -85,6 +87,14 @@ constexpr uint8_t op_reply = nb::op_reply_bit;
 constexpr size_t info_size = nb::info_payload_size;
 constexpr uint16_t status_eagain = nb::status_eagain;
 constexpr uint64_t seq_span = 512;  // half the instance's replay window
+// A datagram still unanswered when one sent `gap` sends after it was answered
+// is as good as lost: it is sent again at once (TCP's fast retransmit), not
+// at its timer -- else one lost datagram stops the window at seq_span for the
+// rest of the timeout.  The gap is what the window holds in datagrams (a disk
+// completes those in any order: that is not loss), at least fast_gap_min, at
+// most fast_gap_max.
+constexpr uint64_t fast_gap_min = 8;
+constexpr uint64_t fast_gap_max = seq_span / 4;
 
 /* A request header for @op; the caller fills in session, seq, offset and length. */
 header request_header(uint8_t op)
@@ -553,6 +563,7 @@ struct dgram {
 	unsigned busy = 0;   // EAGAIN answers
 	uint64_t due = 0;    // resend (waiting) or send again (backoff) at
 	uint64_t seq = 0;    // its number in the thread's session, kept for resends
+	uint64_t sent = 0;   // worker::sent_ at its latest send
 };
 
 struct request {
@@ -572,6 +583,7 @@ struct results {
 	uint64_t ops = 0;
 	uint64_t errors = 0;
 	uint64_t retries = 0;
+	uint64_t fast_resends = 0;  // of the retries, sent before their timer
 	uint64_t busy = 0;
 	uint64_t sends = 0;
 	uint64_t stray = 0;
@@ -604,6 +616,7 @@ public:
 	{
 		timeout_ns_ = static_cast<uint64_t>(p.opt.timeout * 1e9);
 		busy_tries_ = 10 * p.opt.tries;
+		fast_gap_ = std::clamp<uint64_t>(uint64_t{p.window} * p.cost, fast_gap_min, fast_gap_max);
 		seq_next_ = p.count * index / p.opt.threads;
 		recv_size_ = std::max<size_t>(header_size + p.info.max_io, 2048);
 		by_seq_.assign(seq_table_size, ~0u);
@@ -660,6 +673,9 @@ private:
 	unsigned nsend_ = 0;
 	session_id session_;
 	uint64_t wire_seq_ = 1;		// the next datagram's number
+	uint64_t sent_ = 0;		// datagrams queued to send, resends included
+	uint64_t answered_ = 0;		// the newest send (by sent_) answered
+	uint64_t fast_gap_ = 0;
 	uint64_t oldest_seq_ = 1;	// no outstanding datagram's number is below it
 	std::vector<uint32_t> by_seq_;	// seq % seq_table_size -> slot << 8 | part
 
@@ -722,7 +738,8 @@ private:
 	{
 		if (nsend_ == batch)
 			flush_sends();
-		const request &r = reqs_[slot];
+		request &r = reqs_[slot];
+		r.dg[k].sent = ++sent_;
 		header h = request_header(op_read);
 		h.session = session_.id;
 		h.token = session_.token;
@@ -785,7 +802,14 @@ private:
 				dgram &p = r.dg[k];
 				if (p.state == dgram_state::done)
 					continue;
-				if (p.due <= now) {
+				if (p.state == dgram_state::waiting && p.sent + fast_gap_ <= answered_ &&
+				    p.tries < plan_.opt.tries) {
+					++p.tries;
+					++res_.retries;
+					++res_.fast_resends;
+					p.due = now + timeout_ns_;
+					queue_send(slot, k);
+				} else if (p.due <= now) {
 					if (p.state == dgram_state::backoff) {
 						p.state = dgram_state::waiting;
 					} else if (p.tries >= plan_.opt.tries) {
@@ -872,6 +896,7 @@ private:
 		}
 		request &r = reqs_[slot];
 		dgram &p = r.dg[k];
+		answered_ = std::max(answered_, p.sent);
 		if (h.status == status_eagain) {
 			if (p.state != dgram_state::waiting)
 				return;  // one back-off per send
@@ -1032,6 +1057,7 @@ int run(const options &o)
 		all.ops += r.ops;
 		all.errors += r.errors;
 		all.retries += r.retries;
+		all.fast_resends += r.fast_resends;
 		all.busy += r.busy;
 		all.sends += r.sends;
 		all.stray += r.stray;
@@ -1070,8 +1096,8 @@ int run(const options &o)
 		j += format(", \"iops\": %.1f, \"mib_s\": %.3f", iops, mib_s);
 		j += format(", \"latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"p99.9\": %.1f, \"max\": %.1f, "
 			    "\"mean\": %.1f}", p50, p99, p999, mx, mean);
-		j += format(", \"retries\": %" PRIu64 ", \"busy\": %" PRIu64 ", \"errors\": %" PRIu64,
-			    all.retries, all.busy, all.errors);
+		j += format(", \"retries\": %" PRIu64 ", \"fast_resends\": %" PRIu64 ", \"busy\": %" PRIu64
+			    ", \"errors\": %" PRIu64, all.retries, all.fast_resends, all.busy, all.errors);
 		j += format(", \"sends\": %" PRIu64 ", \"stray\": %" PRIu64 ", \"duplicates\": %" PRIu64
 			    ", \"icmp_refused\": %" PRIu64, all.sends, all.stray, all.duplicates,
 			    all.icmp_refused);
@@ -1090,8 +1116,8 @@ int run(const options &o)
 		       p.span, elapsed);
 		printf("  %" PRIu64 " ops  %.1f IOPS  %.2f MiB/s\n", all.ops, iops, mib_s);
 		printf("  latency (us): p50 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n", p50, p99, p999, mx);
-		printf("  retries %" PRIu64 "  busy %" PRIu64 "  errors %" PRIu64 "\n", all.retries, all.busy,
-		       all.errors);
+		printf("  retries %" PRIu64 " (fast %" PRIu64 ")  busy %" PRIu64 "  errors %" PRIu64 "\n",
+		       all.retries, all.fast_resends, all.busy, all.errors);
 		if (!all.first_error.empty())
 			printf("  first error: %s\n", all.first_error.c_str());
 	}
