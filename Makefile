@@ -140,11 +140,14 @@ BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
 
-# It speaks the protocol with the core's own codec.
+# It speaks the protocol with the core's own codec, and reads key files with
+# netblkctl's parser.
 tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
-		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h
-	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -o $@ tools/netblk-load/netblk_load.cpp \
-		kmod/core/protocol.cpp kmod/core/siphash.cpp
+		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h \
+		tools/netblkctl/key_text.cpp tools/netblkctl/key_text.h
+	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl -o $@ \
+		tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
+		tools/netblkctl/key_text.cpp
 
 bench: deps
 	$(MAKE) bench-module netblkctl load

@@ -196,6 +196,32 @@ def test_bad_requests_refused(args, message):
     assert srv.requests(OP_READ) == [] and srv.requests(OP_WRITE) == []
 
 
+KEY = bytes(range(16))
+
+
+def test_keyed_instance_with_its_key_file(tmp_path):
+    key = tmp_path / "key"
+    key.write_text(" ".join(f"{b:02x}" for b in KEY) + "\n")  # whitespace is allowed
+    with FakeServer(size=1 * MiB, key=KEY, auth_data=True) as srv:
+        _, out, _ = load(srv, "--mode", "randwrite", "--range", "0:64k", "--key", str(key),
+                         "--auth", "full")
+    assert out["ops"] > 0 and out["errors"] == 0 and out["stray"] == 0
+
+
+@pytest.mark.parametrize("text, message", [
+    ("00" * 15, "30 hexadecimal digits: a key is 32 of them"),
+    ("00" * 16 + "00", "more than 32 hexadecimal digits"),
+    ("zz" * 16, "not a hexadecimal digit: 'z'"),
+])
+def test_bad_key_file_refused_as_netblkctl_refuses_it(tmp_path, text, message):
+    key = tmp_path / "key"
+    key.write_text(text)
+    with FakeServer(size=1 * MiB, key=KEY) as srv:
+        rc, _, err = load(srv, "--mode", "randread", "--key", str(key), check=False)
+    assert rc == 2 and f"key file {key}: {message}" in err
+    assert srv.requests() == []
+
+
 def test_text_output():
     with FakeServer(size=1 * MiB) as srv:
         r = subprocess.run([str(LOAD), "127.0.0.1", str(srv.port), *PATIENT, "--mode",

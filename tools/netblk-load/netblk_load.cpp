@@ -53,6 +53,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cinttypes>
 #include <cstdarg>
@@ -67,6 +68,7 @@
 #include <thread>
 #include <vector>
 
+#include "key_text.h"
 #include "protocol.h"
 
 namespace {
@@ -251,7 +253,7 @@ constexpr const char *usage_text =
 	"  --key      a keyed instance's key file (32 hex digits); --auth: what its tags\n"
 	"             cover, header (the default) or full\n";
 
-// The key file's 32 hexadecimal digits (whitespace ignored), as netblkctl genkey writes them.
+// The key file, parsed as netblkctl start key=FILE parses it.
 nb::siphash_key read_key(const std::string &path)
 {
 	int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -259,23 +261,15 @@ nb::siphash_key read_key(const std::string &path)
 		throw usage_error{"cannot read key file " + path + ": " + strerror(errno)};
 	char text[256];
 	ssize_t n = read(fd, text, sizeof(text));
+	int err = errno;
 	close(fd);
-	uint8_t key[16];
-	unsigned digits = 0;
-	for (ssize_t i = 0; i < n; ++i) {
-		char c = text[i];
-		if (c == ' ' || c == '\n' || c == '\t' || c == '\r')
-			continue;
-		int v = isxdigit(static_cast<unsigned char>(c)) ?
-			(isdigit(static_cast<unsigned char>(c)) ? c - '0' : (tolower(c) - 'a' + 10)) : -1;
-		if (v < 0 || digits >= 32)
-			throw usage_error{"key file " + path + ": a key is 32 hexadecimal digits"};
-		key[digits / 2] = static_cast<uint8_t>((digits % 2 ? key[digits / 2] << 4 : 0) | v);
-		++digits;
-	}
-	if (digits != 32)
-		throw usage_error{"key file " + path + ": a key is 32 hexadecimal digits"};
-	return nb::siphash_key_from_bytes(key);
+	if (n < 0)
+		throw usage_error{"cannot read key file " + path + ": " + strerror(err)};
+	std::array<uint8_t, key_text_bytes> key;
+	if (std::string why = parse_key_text(std::string_view(text, static_cast<size_t>(n)), key);
+	    !why.empty())
+		throw usage_error{"key file " + path + ": " + why};
+	return nb::siphash_key_from_bytes(key.data());
 }
 
 long parse_int(const std::string &name, const std::string &v, long lo, long hi)

@@ -10,8 +10,11 @@
 #include <string_view>
 #include <vector>
 
+#include "key_text.h"
 #include "latency.h"
 #include "netblk_genl.h"
+
+static_assert(key_text_bytes == NETBLK_KEY_BYTES, "a key file holds one instance key");
 
 // One instance: the attributes of a NETBLK_CMD_START reply or a LIST entry.
 // Attributes the kernel did not send stay zero / empty.
@@ -93,10 +96,6 @@ std::string format_us_exact(uint64_t ns);
 // "...: no samples yet", or "...: n/a" when the kernel sent no histogram
 // (or one in a layout this netblkctl does not know).
 std::string format_latency_line(const latency_hist &h);
-
-// A key file's text: 32 hexadecimal digits (128 bits), whitespace anywhere
-// ignored, as `netblkctl genkey` writes it.  "" when fine, else what is wrong.
-std::string parse_key_text(std::string_view text, std::array<uint8_t, NETBLK_KEY_BYTES> &key);
 
 // "none", "header" or "full": an enum netblk_auth as start's auth= says it.
 const char *auth_name(uint32_t auth);
