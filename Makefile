@@ -135,7 +135,7 @@ clean:
 
 # The load generator (tools/netblk-load/README.md) and the benchmark against
 # nbd-server and the local disk (bench/README.md).
-.PHONY: load bench
+.PHONY: load bench bench-v1
 BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
@@ -150,5 +150,10 @@ tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/proto
 		tools/netblkctl/key_text.cpp
 
 bench: deps
-	$(MAKE) bench-module netblkctl load
+	$(MAKE) bench-module netblkctl load bench-v1
 	$(PYTHON) ci/bench.py $(BENCH_ARGS)
+
+# Protocol v1 as it was (main before the v2 merge), for the bench's netblk-v1.
+V1_COMMIT ?= da693d5
+bench-v1: kernel
+	ci/build-v1.sh $(V1_COMMIT) build/v1

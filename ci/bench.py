@@ -5,12 +5,17 @@ QEMU guest (ci/guest.py), on the same emulated NVMe partition
 
     ci/bench.py [--seconds 4] [--sizes 1k,4k] [--windows 1,64]
                 [--workloads randread,randwrite]
-                [--systems netblk,netblk-auth-header,netblk-auth-full,nbd-server,local]
+                [--systems netblk-v1,netblk,netblk-auth-header,netblk-auth-full,nbd-server,local]
+                [--rounds 1]
                 [--nic virtio|vmxnet3] [--out bench/results.json]
     (make bench BENCH_ARGS='--seconds 4'; --nic vmxnet3 writes
     bench/results-vmxnet3.json unless --out says otherwise)
 
 Systems:
+  netblk-v1   protocol v1's module, netblkctl and netblk-load (main before the
+              v2 merge, built by ci/build-v1.sh: make bench-v1), run as netblk
+              below: what v2 costs against v1 (ratio netblk/netblk-v1).  The
+              v2 module is unloaded while it runs.
   netblk      `modprobe netblk; netblkctl start /dev/nvme0n1p1 7000` in the
               guest; tools/netblk-load on the host at 127.0.0.1:<UDP forward>.
               At MTU 1500 max_io is 1024: a 4 KiB read is one READ answered
@@ -36,6 +41,10 @@ after a run, user+nice+system+irq+softirq+steal (everything but idle and
 iowait; guest/guest_nice are already inside user/nice), in jiffies of
 USER_HZ=100 -> 10000 us each, divided by the requests the run completed.
 
+--rounds N runs every system N times over, in turn (v1, v2, v1, v2, ...),
+so that a host whose load drifts during the run weighs on each alike; the
+ratios are of the medians over the rounds.
+
 Under TCG absolute numbers mean little; the ratios within one run count.
 """
 
@@ -47,6 +56,7 @@ import re
 import os
 import platform
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -62,7 +72,13 @@ DEV_SIZE = 256 << 20
 NETBLK_PORT = 7000
 NBD_PORT = 10809
 USER_HZ = 100
-SYSTEMS = ("netblk", "netblk-auth-header", "netblk-auth-full", "nbd-server", "local")
+SYSTEMS = ("netblk-v1", "netblk", "netblk-auth-header", "netblk-auth-full", "nbd-server", "local")
+# Protocol v1 as it was (ci/build-v1.sh, make bench-v1): its module goes into
+# the guest beside v2's, and the two take turns on the same partition.
+V1_DIR = ROOT / "build" / "v1" / "src"
+V1_KO = V1_DIR / "kmod" / "netblk.ko"
+V1_NETBLKCTL = V1_DIR / "tools" / "netblkctl" / "netblkctl"
+V1_LOAD = V1_DIR / "tools" / "netblk-load" / "netblk-load"
 KEY_HEX = "000102030405060708090a0b0c0d0e0f"  # a bench's key: nothing to protect
 
 
@@ -161,10 +177,12 @@ class Bench:
         self.local_engine = "io_uring"
         self.local_overhead_j = None
         self.auth = None
+        self.v1 = False
 
     # ---- netblk
     def netblk_setup(self, auth: str | None = None) -> None:
         self.auth = auth
+        self.v1 = False
         opts = ""
         if auth:
             self.g.check(f"echo {KEY_HEX} > /tmp/bench.key && chmod 600 /tmp/bench.key")
@@ -173,9 +191,22 @@ class Bench:
         self.g.check(f"netblkctl start {DEV} {NETBLK_PORT} poll={self.poll_us}{opts}")
         log(self.g.check("netblkctl list"))
 
+    def netblk_v1_setup(self) -> None:
+        """v1's module in place of v2's (both are `netblk`): rmmod, insmod."""
+        self.auth = None
+        self.v1 = True
+        self.g.check("! grep -q '^netblk ' /proc/modules || rmmod netblk")
+        self.g.check("insmod /root/netblk-v1.ko")
+        self.g.check(f"netblkctl-v1 start {DEV} {NETBLK_PORT} poll={self.poll_us}")
+        log(self.g.check("netblkctl-v1 list"))
+
+    def netblk_v1_teardown(self) -> None:
+        self.g.check(f"netblkctl-v1 stop {NETBLK_PORT} && rmmod netblk")
+
     def netblk_run(self, workload: str, size: int, window: int) -> dict:
         hp = self.g.host_port(NETBLK_PORT)
-        cmd = [str(LOAD), "127.0.0.1", str(hp), "--mode", workload, "--size", str(size),
+        cmd = [str(V1_LOAD if self.v1 else LOAD), "127.0.0.1", str(hp), "--mode", workload,
+               "--size", str(size),
                "--window", str(window), "--seconds", f"{self.seconds:g}",
                "--range", f"0:{DEV_SIZE}", "--seed", "1", "--json"]
         if self.auth:
@@ -196,7 +227,8 @@ class Bench:
         return {"ops": out["ops"], "iops": out["iops"], "p50_us": lat["p50"], "p99_us": lat["p99"],
                 "busy_j": b1 - b0, "wall_s": round(wall, 2), "window_used": out["window"],
                 "datagrams_per_request": out["datagrams_per_request"],
-                "retries": out["retries"], "busy": out["busy"], "errors": out["errors"],
+                "retries": out["retries"], "fast_resends": out.get("fast_resends", 0),
+                "busy": out["busy"], "errors": out["errors"],
                 "host_udp_rcvbuf_errors": d1 - d0,
                 "first_error": out["first_error"]}
 
@@ -338,19 +370,34 @@ def ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
+def medians(rows: list[dict]) -> dict:
+    """(system, workload, size, window) -> the median over the rounds of
+    iops, p99_us and cpu_us_per_req."""
+    runs: dict = {}
+    for r in rows:
+        runs.setdefault((r["system"], r["workload"], r["size"], r["window"]), []).append(r)
+    return {key: {k: statistics.median(r[k] for r in rs)
+                  for k in ("iops", "p99_us", "cpu_us_per_req")} | {"rounds": len(rs)}
+            for key, rs in runs.items()}
+
+
 def ratios(rows: list[dict]) -> list[dict]:
-    by = {(r["system"], r["workload"], r["size"], r["window"]): r for r in rows}
+    by = medians(rows)
     out = []
     for (system, wl, size, window), r in by.items():
         if system != "netblk":
             continue
-        for other in ("netblk-auth-header", "netblk-auth-full", "nbd-server", "local"):
+        for other in ("netblk-v1", "netblk-auth-header", "netblk-auth-full", "nbd-server",
+                      "local"):
             o = by.get((other, wl, size, window))
             if not o:
                 continue
-            # a key's cost reads best as what it adds: keyed / unkeyed
-            a, b = (o, r) if other.startswith("netblk-") else (r, o)
+            # a key's cost reads best as what it adds (keyed / unkeyed), and
+            # v2's as what it costs against v1 (netblk / netblk-v1)
+            keyed = other.startswith("netblk-auth")
+            a, b = (o, r) if keyed else (r, o)
             out.append({"workload": wl, "size": size, "window": window, "vs": other,
+                        "rounds": min(r["rounds"], o["rounds"]),
                         "what": f"{other}/netblk" if a is o else f"netblk/{other}",
                         "iops": ratio(a["iops"], b["iops"]),
                         "p99": ratio(a["p99_us"], b["p99_us"]),
@@ -386,6 +433,8 @@ def main() -> int:
     ap.add_argument("--windows", default="1,64")
     ap.add_argument("--workloads", default="randread,randwrite")
     ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every system this many times over, in turn (1)")
     ap.add_argument("--out", default=None,
                     help="bench/results.json (--nic vmxnet3: bench/results-vmxnet3.json)")
     ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
@@ -417,6 +466,11 @@ def main() -> int:
     missing = []
     if any(s.startswith("netblk") for s in systems) and not LOAD.exists():
         missing.append(f"{LOAD.relative_to(ROOT)} (make load)")
+    if "netblk-v1" in systems:
+        missing += [f"{p.relative_to(ROOT)} (make bench-v1)"
+                    for p in (V1_KO, V1_NETBLKCTL, V1_LOAD) if not p.exists()]
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
     fio = shutil.which("fio")
     nbd = shutil.which("nbd-server") or ("/usr/bin/nbd-server" if Path("/usr/bin/nbd-server").exists() else None)
     if ({"nbd-server", "local"} & set(systems)) and not fio:
@@ -435,6 +489,10 @@ def main() -> int:
         programs["/usr/bin/fio"] = Path(fio)
     if nbd and "nbd-server" in systems:
         programs["/usr/bin/nbd-server"] = Path(nbd)
+    files = {}
+    if "netblk-v1" in systems:
+        programs["/usr/sbin/netblkctl-v1"] = V1_NETBLKCTL
+        files["/root/netblk-v1.ko"] = V1_KO
 
     rmem_path = Path("/proc/sys/net/core/rmem_default")
     rmem_old = None
@@ -443,83 +501,99 @@ def main() -> int:
         rmem_path.write_text(str(a.host_rmem))
         log(f"bench: net.core.rmem_default {rmem_old} -> {a.host_rmem} while the guest runs")
     try:
-        return run_all(a, sizes, windows, workloads, systems, programs)
+        return run_all(a, sizes, windows, workloads, systems, programs, files)
     finally:
         if rmem_old is not None:
             rmem_path.write_text(rmem_old)
 
 
-def run_all(a, sizes, windows, workloads, systems, programs) -> int:
+def system_steps(b: Bench, system: str):
+    """setup(), run(workload, size, window) -> dict, teardown() of a system."""
+    return {
+        "netblk-v1": (b.netblk_v1_setup, b.netblk_run, b.netblk_v1_teardown),
+        "netblk": (b.netblk_setup, b.netblk_run, b.netblk_teardown),
+        "netblk-auth-header": (lambda: b.netblk_setup("header"), b.netblk_run,
+                               b.netblk_teardown),
+        "netblk-auth-full": (lambda: b.netblk_setup("full"), b.netblk_run, b.netblk_teardown),
+        "nbd-server": (b.nbd_setup, b.nbd_run, b.nbd_teardown),
+        "local": (b.local_setup, b.local_run, lambda: None),
+    }[system]
+
+
+def make_row(system: str, wl: str, size: int, window: int, rnd: int, res: dict,
+             guest_cpus: int) -> dict:
+    """One run's row of results.json, logged as it is made."""
+    ops = res["ops"]
+    row = {"system": system, "workload": wl, "size": size, "window": window, "round": rnd,
+           "iops": res["iops"], "p50_us": res["p50_us"], "p99_us": res["p99_us"],
+           "cpu_us_per_req": round(cpu_us(res["busy_j"]) / ops, 1) if ops else 0.0,
+           "ops": ops, "guest_busy_jiffies": res["busy_j"]}
+    for k in ("wall_s", "datagrams_per_request", "window_used", "retries", "fast_resends",
+              "busy", "errors", "first_error", "host_udp_rcvbuf_errors", "engine", "busy_j_raw"):
+        if k in res:
+            row[k] = res[k]
+    if res.get("wall_s"):
+        # how busy the guest's CPUs were over the measured interval
+        row["guest_cpu_util"] = round(
+            cpu_us(res["busy_j"]) / 1e6 / (res["wall_s"] * guest_cpus), 3)
+    extra = ""
+    if system.startswith("netblk"):
+        extra = (f"  retries {res.get('retries')} (fast {res.get('fast_resends')}) "
+                 f"busy {res.get('busy')} errors {res.get('errors')} "
+                 f"host-udp-drops {res.get('host_udp_rcvbuf_errors')}")
+    log(f"bench: {system:<10} {wl:<9} {fmt_size(size):>3} w{window:<3} "
+        f"{row['iops']:>9.1f} IOPS  p50 {row['p50_us']:.0f} us  "
+        f"p99 {row['p99_us']:.0f} us  {row['cpu_us_per_req']:.1f} us CPU/req" + extra)
+    return row
+
+
+def zero_copy_counters(st: dict) -> dict:
+    return {k: st.get(k) for k in ("bytes_zerocopy", "bytes_copied", "requests", "busy", "bad",
+                                   "refused", "io_errors", "replies_dropped")}
+
+
+def run_all(a, sizes, windows, workloads, systems, programs, files) -> int:
     t_start = time.monotonic()
     rows: list[dict] = []
     zero_copy = checksum = None
     failures: list[str] = []
     with Guest("bench", checks=False, forwards=[("udp", 0, NETBLK_PORT), ("tcp", 0, NBD_PORT)],
-               extra_programs=programs,
+               extra_programs=programs, extra_files=files,
                require_project=any(s.startswith("netblk") for s in systems),
                memory=a.memory, cmdline=a.cmdline, nic=a.nic) as g:
         b = Bench(g, a.seconds, a.poll)
         guest_cpus = int(g.check("grep -c '^processor' /proc/cpuinfo").strip())
-        for system in SYSTEMS:
-            if system not in systems:
-                continue
-            setup, run, teardown = {
-                "netblk": (b.netblk_setup, b.netblk_run, b.netblk_teardown),
-                "netblk-auth-header": (lambda: b.netblk_setup("header"), b.netblk_run,
-                                       b.netblk_teardown),
-                "netblk-auth-full": (lambda: b.netblk_setup("full"), b.netblk_run,
-                                     b.netblk_teardown),
-                "nbd-server": (b.nbd_setup, b.nbd_run, b.nbd_teardown),
-                "local": (b.local_setup, b.local_run, lambda: None),
-            }[system]
-            log(f"bench: {system}")
-            setup()
-            for wl in workloads:
-                for size in sizes:
-                    for window in windows:
-                        try:
-                            res = run(wl, size, window)
-                        except (RuntimeError, ValueError, subprocess.TimeoutExpired,
-                                json.JSONDecodeError) as e:
-                            msg = f"{system} {wl} {fmt_size(size)} w{window}: {e}"
-                            log(f"bench: FAILED {msg}")
-                            failures.append(msg)
-                            continue
-                        ops = res["ops"]
-                        row = {"system": system, "workload": wl, "size": size, "window": window,
-                               "iops": res["iops"], "p50_us": res["p50_us"],
-                               "p99_us": res["p99_us"],
-                               "cpu_us_per_req": round(cpu_us(res["busy_j"]) / ops, 1) if ops else 0.0,
-                               "ops": ops, "guest_busy_jiffies": res["busy_j"]}
-                        for k in ("wall_s", "datagrams_per_request", "window_used", "retries", "busy",
-                                  "errors", "first_error", "host_udp_rcvbuf_errors", "engine",
-                                  "busy_j_raw"):
-                            if k in res:
-                                row[k] = res[k]
-                        if res.get("wall_s"):
-                            # how busy the guest's CPUs were over the measured interval
-                            row["guest_cpu_util"] = round(
-                                cpu_us(res["busy_j"]) / 1e6 / (res["wall_s"] * guest_cpus), 3)
-                        rows.append(row)
-                        log(f"bench: {system:<10} {wl:<9} {fmt_size(size):>3} w{window:<3} "
-                            f"{row['iops']:>9.1f} IOPS  p50 {row['p50_us']:.0f} us  "
-                            f"p99 {row['p99_us']:.0f} us  {row['cpu_us_per_req']:.1f} us CPU/req"
-                            + (f"  retries {res.get('retries')} busy {res.get('busy')} "
-                               f"errors {res.get('errors')} host-udp-drops {res.get('host_udp_rcvbuf_errors')}" if system == "netblk" else ""))
-            if system == "netblk":
-                checksum = b.netblk_checksum_cost()
-                if checksum:
-                    log(f"bench: UDP checksum verification: {checksum['checksum_pct_of_guest_samples']}% "
-                        f"of the guest's CPU samples under {checksum['workload']} (all of netblk's "
-                        f"code: {checksum['netblk_pct_of_guest_samples']}%)")
-                st = b.netblk_stats()
-                zero_copy = {"bytes_zerocopy": st.get("bytes_zerocopy"),
-                             "bytes_copied": st.get("bytes_copied"),
-                             "requests": st.get("requests"), "busy": st.get("busy"),
-                             "bad": st.get("bad"), "refused": st.get("refused"),
-                             "io_errors": st.get("io_errors"),
-                             "replies_dropped": st.get("replies_dropped")}
-            teardown()
+        for rnd in range(a.rounds):
+            for system in SYSTEMS:
+                if system not in systems:
+                    continue
+                log(f"bench: {system}" + (f" (round {rnd + 1} of {a.rounds})" if a.rounds > 1
+                                          else ""))
+                setup, run, teardown = system_steps(b, system)
+                setup()
+                for wl in workloads:
+                    for size in sizes:
+                        for window in windows:
+                            try:
+                                res = run(wl, size, window)
+                            except (RuntimeError, ValueError, subprocess.TimeoutExpired,
+                                    json.JSONDecodeError) as e:
+                                msg = f"{system} {wl} {fmt_size(size)} w{window}: {e}"
+                                log(f"bench: FAILED {msg}")
+                                failures.append(msg)
+                                continue
+                            rows.append(make_row(system, wl, size, window, rnd, res,
+                                                 guest_cpus))
+                if system == "netblk" and rnd == 0:
+                    checksum = b.netblk_checksum_cost()
+                    if checksum:
+                        log(f"bench: UDP checksum verification: "
+                            f"{checksum['checksum_pct_of_guest_samples']}% of the guest's CPU "
+                            f"samples under {checksum['workload']} (all of netblk's code: "
+                            f"{checksum['netblk_pct_of_guest_samples']}%)")
+                if system == "netblk":
+                    zero_copy = zero_copy_counters(b.netblk_stats())
+                teardown()
 
     rats = ratios(rows)
     result = {
@@ -530,6 +604,9 @@ def run_all(a, sizes, windows, workloads, systems, programs) -> int:
         "failures": failures,
         "meta": {
             "seconds_per_run": a.seconds,
+            "rounds": a.rounds,
+            "netblk_v1": (V1_DIR.parent / ".commit").read_text().strip()
+                         if "netblk-v1" in systems else None,
             "netblk_poll_us": a.poll,
             "guest_cmdline": a.cmdline,
             "device": DEV, "device_bytes": DEV_SIZE,
