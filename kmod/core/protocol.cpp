@@ -105,6 +105,44 @@ void encode_info(u8 *p, const geometry &g)
 	store_be32(p + 44, g.max_write_zeroes);
 }
 
+static bool sector_size_valid(u32 s)
+{
+	return s >= 512 && s <= 65536 && (s & (s - 1)) == 0;
+}
+
+bool decode_info(const u8 *p, u32 len, geometry *g)
+{
+	if (len < info_payload_size)
+		return false;
+
+	u32 flags = load_be32(p + 28);
+
+	g->size_bytes = load_be64(p + 0);
+	g->sector_size = load_be32(p + 8);
+	g->physical_block_size = load_be32(p + 12);
+	g->io_opt = load_be32(p + 16);
+	g->max_io = load_be32(p + 20);
+	g->max_read = load_be32(p + 24);
+	g->slots = load_be32(p + 32);
+	g->discard_granularity = load_be32(p + 36);
+	g->max_trim = flags & info_flag_trim ? load_be32(p + 40) : 0;
+	g->max_write_zeroes = flags & info_flag_write_zeroes ? load_be32(p + 44) : 0;
+	g->read_only = flags & info_flag_read_only;
+	g->volatile_cache = flags & info_flag_volatile_cache;
+	g->fua = flags & info_flag_fua;
+
+	u32 s = g->sector_size;
+
+	if (!sector_size_valid(s) || g->size_bytes % s || !g->max_io || g->max_io % s)
+		return false;
+	if (!g->max_read || g->max_read % g->max_io ||
+	    g->max_read / g->max_io > read_datagrams_max)
+		return false;
+	if (!g->slots || g->max_trim % s || g->max_write_zeroes % s)
+		return false;
+	return true;
+}
+
 /* ---- tags ---- */
 
 u64 compute_tag(const auth_config &a, const u8 *header_bytes, const u8 *data, u32 data_len)

@@ -143,6 +143,14 @@ bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 sl
 bool decode_header(const u8 *p, u32 len, header *h);
 void encode_header(u8 *p, const header &h);
 void encode_info(u8 *p, const geometry &g);
+/*
+ * A client's reading of an INFO answer's @len bytes; false when it is short
+ * or says what no instance serves (sectors not a power of two from 512 to
+ * 64 KiB, a size or max_io not in whole sectors, max_read not 1 to 16 of
+ * max_io, no slots, TRIM or WRITE_ZEROES limits not in whole sectors), so
+ * that a client never sets a disk's limits from nonsense.
+ */
+bool decode_info(const u8 *p, u32 len, geometry *g);
 
 /*
  * A keyed instance's authentication: the tag is SipHash-2-4 under the key of

@@ -162,6 +162,61 @@ TEST(Codec, InfoPayload)
 	EXPECT_EQ(load_be32(p + 44), 1u << 20);
 }
 
+TEST(Codec, InfoReadBackAsWritten)
+{
+	geometry g = make_geometry(true), back{};
+	u8 p[info_payload_size];
+	encode_info(p, g);
+	ASSERT_TRUE(decode_info(p, sizeof(p), &back));
+	EXPECT_EQ(back.size_bytes, g.size_bytes);
+	EXPECT_EQ(back.sector_size, g.sector_size);
+	EXPECT_EQ(back.physical_block_size, g.physical_block_size);
+	EXPECT_EQ(back.io_opt, g.io_opt);
+	EXPECT_EQ(back.max_io, g.max_io);
+	EXPECT_EQ(back.max_read, g.max_read);
+	EXPECT_EQ(back.slots, g.slots);
+	EXPECT_EQ(back.discard_granularity, g.discard_granularity);
+	EXPECT_EQ(back.max_trim, g.max_trim);
+	EXPECT_EQ(back.max_write_zeroes, g.max_write_zeroes);
+	EXPECT_TRUE(back.read_only && back.volatile_cache && back.fua);
+	EXPECT_FALSE(decode_info(p, sizeof(p) - 1, &back));
+
+	/* no TRIM flag: no TRIM, whatever the limit field holds */
+	store_be32(p + 28, info_flag_volatile_cache);
+	ASSERT_TRUE(decode_info(p, sizeof(p), &back));
+	EXPECT_EQ(back.max_trim, 0u);
+	EXPECT_EQ(back.max_write_zeroes, 0u);
+	EXPECT_FALSE(back.read_only || back.fua);
+}
+
+TEST(Codec, InfoThatNoInstanceSendsIsRefused)
+{
+	geometry g = make_geometry();
+	struct {
+		u32 at;
+		u32 value;
+	} bad[] = {
+		{8, 0}, {8, 1000}, {8, 256}, {8, 131072},	/* sector size */
+		{20, 0}, {20, 1000},				/* max_io not in sectors */
+		{24, 0}, {24, 1536}, {24, 17 * 1024},		/* max_read */
+		{32, 0},					/* slots */
+		{40, 1000},					/* max_trim */
+		{44, 100},					/* max_write_zeroes */
+	};
+	for (auto &b : bad) {
+		u8 p[info_payload_size];
+		geometry back{};
+		encode_info(p, g);
+		store_be32(p + b.at, b.value);
+		EXPECT_FALSE(decode_info(p, sizeof(p), &back)) << "field at " << b.at << " = " << b.value;
+	}
+	u8 p[info_payload_size];
+	geometry back{};
+	encode_info(p, g);
+	store_be64(p, (256ull << 20) + 100);	/* size not in sectors */
+	EXPECT_FALSE(decode_info(p, sizeof(p), &back));
+}
+
 TEST(Validate, ServesWellFormedRequests)
 {
 	session_for_test in_session;

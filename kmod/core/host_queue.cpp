@@ -1,0 +1,455 @@
+// SPDX-License-Identifier: GPL-2.0
+/* A client's datagrams outstanding with one instance: see host_queue.h. */
+#include "host_queue.h"
+
+namespace nb {
+
+constexpr int err_nomem = 12;
+constexpr int err_inval = 22;
+
+/* ---- lists: every piece is on exactly one ---- */
+
+void host_queue::link_tail(list_id l, u32 i)
+{
+	piece &p = pieces_[i];
+	list &L = lists_[l];
+
+	p.list = l;
+	p.next = none;
+	p.prev = L.tail;
+	if (L.tail != none)
+		pieces_[L.tail].next = i;
+	else
+		L.head = i;
+	L.tail = i;
+	L.count++;
+}
+
+void host_queue::link_head(list_id l, u32 i)
+{
+	piece &p = pieces_[i];
+	list &L = lists_[l];
+
+	p.list = l;
+	p.prev = none;
+	p.next = L.head;
+	if (L.head != none)
+		pieces_[L.head].prev = i;
+	else
+		L.tail = i;
+	L.head = i;
+	L.count++;
+}
+
+void host_queue::unlink(u32 i)
+{
+	piece &p = pieces_[i];
+	list &L = lists_[p.list];
+
+	if (p.prev != none)
+		pieces_[p.prev].next = p.next;
+	else
+		L.head = p.next;
+	if (p.next != none)
+		pieces_[p.next].prev = p.prev;
+	else
+		L.tail = p.prev;
+	L.count--;
+	p.prev = p.next = none;
+}
+
+/* ---- setup ---- */
+
+int host_queue::init(const host_config &cfg, const host_queue_ops &ops, void *ctx)
+{
+	if (!cfg.requests || !cfg.datagrams || !cfg.max_io || !ops.complete || !ops.read_data)
+		return -err_inval;
+	cfg_ = cfg;
+	ops_ = ops;
+	ctx_ = ctx;
+	pieces_ = new piece[cfg.datagrams]();
+	requests_ = new request[cfg.requests]();
+	by_seq_ = new u32[seq_slots];
+	if (!pieces_ || !requests_ || !by_seq_) {
+		destroy();
+		return -err_nomem;
+	}
+	for (u32 l = 0; l < list_count; l++)
+		lists_[l] = {none, none, 0};
+	for (u32 i = 0; i < cfg.datagrams; i++)
+		link_tail(list_free, i);
+	for (u32 s = 0; s < seq_slots; s++)
+		by_seq_[s] = none;
+	next_seq_ = oldest_seq_ = 1;
+	answered_no_ = 0;
+	rng_ = cfg.seed | 1;
+	rto_.init(cfg.rto_initial_ns, cfg.rto_min_ns, cfg.rto_max_ns);
+	window_.init(cfg.slots, cfg.initial_window);
+	counters_ = {};
+	return 0;
+}
+
+void host_queue::destroy()
+{
+	delete[] pieces_;
+	delete[] requests_;
+	delete[] by_seq_;
+	pieces_ = nullptr;
+	requests_ = nullptr;
+	by_seq_ = nullptr;
+}
+
+/* ---- requests in ---- */
+
+bool host_queue::add(u32 tag, u8 op, u64 offset, u32 length, u16 flags, u32 at, u64 now_ns)
+{
+	if (tag >= cfg_.requests || lists_[list_free].head == none)
+		return false;
+	if (op == op_read && length > read_datagrams_max * cfg_.max_io)
+		return false;	/* more than max_read: the owner splits at it */
+
+	u32 i = lists_[list_free].head;
+	piece &p = pieces_[i];
+	request &r = requests_[tag];
+
+	unlink(i);
+	p = {};
+	p.prev = p.next = none;
+	p.offset = offset;
+	p.length = length;
+	p.tag = tag;
+	p.at = at;
+	p.flags = flags;
+	p.op = op;
+	p.chunks = op == op_read ? (u8)((length + cfg_.max_io - 1) / cfg_.max_io) : 1;
+	if (!p.chunks)
+		p.chunks = 1;	/* a READ of 0 bytes is refused, and that ends it */
+	p.chunks_left = p.chunks;
+	link_tail(list_queued, i);
+	if (!r.active) {
+		r = {};
+		r.active = true;
+	}
+	r.left++;
+	return true;
+}
+
+/* ---- sending ---- */
+
+/* The lowest number outstanding (next_seq_ when none): moves up only. */
+u64 host_queue::oldest_seq()
+{
+	while (oldest_seq_ < next_seq_ && by_seq_[oldest_seq_ % seq_slots] == none)
+		oldest_seq_++;
+	return oldest_seq_;
+}
+
+u32 host_queue::pick(u64 now_ns, u32 *out, u32 max)
+{
+	u32 n = 0;
+
+	while (n < max && lists_[list_queued].head != none &&
+	       lists_[list_outstanding].count < window_.limit()) {
+		u32 i = lists_[list_queued].head;
+		piece &p = pieces_[i];
+
+		if (!p.seq) {
+			if (next_seq_ - oldest_seq() >= seq_span)
+				break;	/* the oldest would fall behind: wait for it */
+			p.seq = next_seq_++;
+			by_seq_[p.seq % seq_slots] = i;
+		}
+		move_tail(list_outstanding, i);
+		p.sent_ns = now_ns;
+		p.sends++;
+		p.sent_no = ++counters_.sends;
+		if (!requests_[p.tag].first_sent_ns)
+			requests_[p.tag].first_sent_ns = now_ns ? now_ns : 1;
+		out[n++] = i;
+	}
+	return n;
+}
+
+host_datagram host_queue::describe(u32 index) const
+{
+	const piece &p = pieces_[index];
+
+	return {p.tag, p.at, p.seq, p.offset, p.length, p.flags, p.op};
+}
+
+/* ---- answers ---- */
+
+void host_queue::forget_seq(piece &p)
+{
+	if (p.seq && by_seq_[p.seq % seq_slots] != none &&
+	    &pieces_[by_seq_[p.seq % seq_slots]] == &p)
+		by_seq_[p.seq % seq_slots] = none;
+	p.seq = 0;
+}
+
+void host_queue::release(u32 i)
+{
+	piece &p = pieces_[i];
+
+	forget_seq(p);
+	move_tail(list_free, i);
+}
+
+void host_queue::finish(u32 i, u64 now_ns)
+{
+	piece &p = pieces_[i];
+	u32 tag = p.tag;
+
+	/* Karn: the answer to a datagram sent more than once times neither send */
+	if (p.sends == 1 && now_ns >= p.sent_ns)
+		rto_.sample(now_ns - p.sent_ns);
+	window_.answered();
+	answered_no_ = max(answered_no_, p.sent_no);
+	release(i);
+	if (--requests_[tag].left == 0) {
+		requests_[tag].active = false;
+		add_once(counters_.completed, 1);
+		ops_.complete(ctx_, tag, status_ok);
+	}
+}
+
+void host_queue::fail_request(u32 tag, u16 status)
+{
+	if (!requests_[tag].active)
+		return;
+	for (u32 l = list_queued; l < list_count; l++) {
+		u32 i = lists_[l].head;
+
+		while (i != none) {
+			u32 next = pieces_[i].next;
+
+			if (pieces_[i].tag == tag)
+				release(i);
+			i = next;
+		}
+	}
+	requests_[tag].active = false;
+	requests_[tag].left = 0;
+	add_once(counters_.failed, 1);
+	ops_.complete(ctx_, tag, status);
+}
+
+/* Back to the front of the queue, its number kept: sent before anything new. */
+void host_queue::resend_soon(u32 i)
+{
+	unlink(i);
+	link_head(list_queued, i);
+}
+
+u32 host_queue::fast_gap() const
+{
+	return min(max(window_.limit(), fast_gap_min), fast_gap_max);
+}
+
+/*
+ * Outstanding datagrams are in the order of their sends: the head is the
+ * oldest, and one sent fast_gap() sends before the newest answered is as
+ * good as lost.
+ */
+void host_queue::resend_overtaken()
+{
+	u32 gap = fast_gap();
+
+	while (lists_[list_outstanding].head != none) {
+		u32 i = lists_[list_outstanding].head;
+		piece &p = pieces_[i];
+
+		if (p.sent_no + gap > answered_no_)
+			break;
+		window_.congested(p.sent_no, counters_.sends);
+		add_once(counters_.fast_resends, 1);
+		resend_soon(i);
+	}
+}
+
+host_answer host_queue::answer(const header &h, u32 data_len, void *frame, u64 now_ns)
+{
+	u32 i = h.seq ? by_seq_[h.seq % seq_slots] : none;
+
+	if (i == none || pieces_[i].seq != h.seq || h.op != (pieces_[i].op | op_reply_bit)) {
+		add_once(counters_.stray, 1);
+		return host_answer::stray;
+	}
+
+	piece &p = pieces_[i];
+
+	if (h.status == status_eagain) {
+		if (p.list != list_outstanding)
+			return host_answer::duplicate;	/* one back-off per send */
+		add_once(counters_.busy, 1);
+		window_.congested(p.sent_no, counters_.sends);
+		p.busy++;
+		p.due_ns = now_ns + busy_backoff_ns(p.busy);
+		move_tail(list_backoff, i);
+		return host_answer::busy;
+	}
+	if (h.status == status_enotconn)
+		return host_answer::session_lost;
+	if (h.status != status_ok) {
+		fail_request(p.tag, h.status);
+		return host_answer::failed;
+	}
+
+	if (p.op == op_read) {
+		/* a chunk: max_io-aligned within the READ, max_io long but the last */
+		u64 rel = h.offset - p.offset;
+
+		if (h.offset < p.offset || rel >= p.length || rel % cfg_.max_io ||
+		    h.length != min<u64>(cfg_.max_io, p.length - rel) || data_len != h.length) {
+			add_once(counters_.stray, 1);
+			return host_answer::stray;
+		}
+
+		u16 bit = (u16)(1u << (rel / cfg_.max_io));
+
+		if (p.chunks_got & bit) {
+			add_once(counters_.duplicates, 1);
+			return host_answer::duplicate;
+		}
+		p.chunks_got |= bit;
+		ops_.read_data(ctx_, p.tag, p.at + (u32)rel, frame, h.length);
+		if (--p.chunks_left)
+			return host_answer::partial;
+	} else if (h.offset != p.offset || h.length != p.length) {
+		add_once(counters_.stray, 1);
+		return host_answer::stray;
+	} else if (p.op == op_info) {
+		ops_.read_data(ctx_, p.tag, 0, frame, data_len);	/* the owner decodes it */
+	}
+
+	bool last = requests_[p.tag].left == 1;
+
+	finish(i, now_ns);
+	resend_overtaken();
+	return last ? host_answer::done : host_answer::partial;
+}
+
+/* ---- timers ---- */
+
+/* 0.5 ms doubling to 50 ms, times 0.5 to 1.5 (xorshift64: no crypto needed). */
+u64 host_queue::busy_backoff_ns(u32 busy)
+{
+	u64 base = busy_backoff_min_ns;
+
+	for (u32 k = 1; k < busy && base < busy_backoff_max_ns; k++)
+		base *= 2;
+	base = min(base, busy_backoff_max_ns);
+	rng_ ^= rng_ << 13;
+	rng_ ^= rng_ >> 7;
+	rng_ ^= rng_ << 17;
+	return base / 2 + rng_ % (base + 1);
+}
+
+void host_queue::expire_deadlines(u64 now_ns)
+{
+	if (!cfg_.deadline_ns)
+		return;
+	for (u32 tag = 0; tag < cfg_.requests; tag++) {
+		request &r = requests_[tag];
+
+		if (r.active && r.first_sent_ns && now_ns - r.first_sent_ns >= cfg_.deadline_ns)
+			fail_request(tag, status_eio);
+	}
+}
+
+u64 host_queue::expire(u64 now_ns)
+{
+	u64 timeout = rto_.timeout_ns();
+	bool timed_out = false;
+
+	/* every outstanding datagram waits the same timeout: the head is due first */
+	while (lists_[list_outstanding].head != none) {
+		u32 i = lists_[list_outstanding].head;
+		piece &p = pieces_[i];
+
+		if (now_ns < p.sent_ns || now_ns - p.sent_ns < timeout)
+			break;
+		window_.congested(p.sent_no, counters_.sends);
+		add_once(counters_.timeouts, 1);
+		resend_soon(i);
+		timed_out = true;
+	}
+	if (timed_out)
+		rto_.timed_out();	/* once a firing, as TCP backs off once an RTO */
+
+	u64 next = 0;
+	u32 i = lists_[list_backoff].head;
+
+	while (i != none) {
+		u32 after = pieces_[i].next;
+
+		if (pieces_[i].due_ns <= now_ns)
+			resend_soon(i);
+		else if (!next || pieces_[i].due_ns < next)
+			next = pieces_[i].due_ns;
+		i = after;
+	}
+	expire_deadlines(now_ns);
+
+	if (lists_[list_outstanding].head != none) {
+		u64 due = pieces_[lists_[list_outstanding].head].sent_ns + rto_.timeout_ns();
+
+		if (!next || due < next)
+			next = due;
+	}
+	if (cfg_.deadline_ns && (lists_[list_queued].count || lists_[list_outstanding].count ||
+				 lists_[list_backoff].count)) {
+		u64 soonest = 0;
+
+		for (u32 tag = 0; tag < cfg_.requests; tag++) {
+			const request &r = requests_[tag];
+
+			if (r.active && r.first_sent_ns &&
+			    (!soonest || r.first_sent_ns + cfg_.deadline_ns < soonest))
+				soonest = r.first_sent_ns + cfg_.deadline_ns;
+		}
+		if (soonest && (!next || soonest < next))
+			next = soonest;
+	}
+	return next;
+}
+
+/* ---- sessions ---- */
+
+void host_queue::reopen()
+{
+	/*
+	 * Newest first to the queue's head: they go again in the order of
+	 * their old numbers, ahead of what was never sent.
+	 */
+	u64 oldest = oldest_seq();
+
+	for (u64 s = next_seq_; s-- > oldest;) {
+		u32 i = by_seq_[s % seq_slots];
+
+		if (i == none || pieces_[i].seq != s)
+			continue;
+		forget_seq(pieces_[i]);
+		pieces_[i].chunks_got = 0;	/* the new session answers the whole READ */
+		pieces_[i].chunks_left = pieces_[i].chunks;
+		resend_soon(i);
+		add_once(counters_.renumbered, 1);
+	}
+	next_seq_ = oldest_seq_ = 1;
+	answered_no_ = counters_.sends;	/* sends of the old session overtake nothing */
+	add_once(counters_.reopened, 1);
+}
+
+void host_queue::cancel(u32 tag, u16 status)
+{
+	if (tag < cfg_.requests)
+		fail_request(tag, status);
+}
+
+void host_queue::cancel_all(u16 status)
+{
+	for (u32 tag = 0; tag < cfg_.requests; tag++)
+		fail_request(tag, status);
+}
+
+} /* namespace nb */

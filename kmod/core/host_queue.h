@@ -1,0 +1,219 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What a client (the block-device client of issue 10, "host" as in
+ * drivers/nvme/host) has outstanding with one instance: the datagrams its
+ * requests are split into, each with its sequence number in the session,
+ * its sends and its timer; which to send now; what each answer means.
+ *
+ * The rules are the reference client's (client/netblk.py, docs/protocol.md):
+ *  - A datagram is numbered at its first send, and keeps its number for
+ *    every resend, so the instance's replay window executes it once.  None
+ *    is outstanding seq_span numbers behind the newest.
+ *  - No more datagrams outstanding than send_window allows (at most the
+ *    instance's slots); resends go before new ones.
+ *  - Silence for rto_estimator's timeout: resent, and the window halves.
+ *    Overtaken -- one sent a window after it was answered and it was not --
+ *    resent at once (fast resend), the window halves.
+ *  - EAGAIN: sent again after a back-off of 0.5 ms doubling to 50 ms
+ *    (randomised), the window halves.
+ *  - ENOTCONN (the instance forgot the session: it was started again):
+ *    the owner opens a new session and calls reopen(); everything
+ *    outstanding is numbered again in it and sent again, in order.
+ *  - Any other refusal fails the request with that status.  By default
+ *    nothing else ever fails one (a server restart or a network outage is
+ *    waited out); with a deadline, a request not done that long after its
+ *    first send fails EIO.
+ *
+ * The owner (the kernel shim, or a unit test) owns the requests and their
+ * data, and knows each request by a tag from 0 to requests - 1; events go
+ * to it through host_queue_ops.  One caller at a time: the owner's lock
+ * covers answers (softirq), timers and new requests alike.
+ */
+#ifndef NETBLK_CORE_HOST_QUEUE_H
+#define NETBLK_CORE_HOST_QUEUE_H
+
+#include "protocol.h"
+#include "rto.h"
+#include "types.h"
+
+namespace nb {
+
+struct host_queue_ops {
+	/* A READ answer's @len bytes of data go to byte @at of request @tag (INFO's: at 0). */
+	void (*read_data)(void *ctx, u32 tag, u32 at, void *frame, u32 len);
+	/* Request @tag is over: every datagram answered (0), or its status. */
+	void (*complete)(void *ctx, u32 tag, u16 status);
+};
+
+struct host_config {
+	u32 requests;		/* tags 0 .. requests - 1 */
+	u32 datagrams;		/* queued or outstanding at once, at most */
+	u32 slots;		/* the instance's (INFO): the window's cap */
+	u32 max_io;		/* the instance's (INFO): a READ's answer chunks */
+	u32 initial_window;
+	u64 rto_initial_ns;
+	u64 rto_min_ns;
+	u64 rto_max_ns;
+	u64 deadline_ns;	/* a request not done this long after its first send fails; 0: never */
+	u64 seed;		/* the back-offs' randomness */
+};
+
+/* The host queue's counters; its one caller writes them all. */
+struct host_counters {
+	u64 sends;		/* datagrams sent, resends included */
+	u64 timeouts;		/* resends after silence */
+	u64 fast_resends;	/* resends of overtaken datagrams */
+	u64 busy;		/* EAGAIN answers */
+	u64 stray;		/* answers to no datagram outstanding: late, or malformed */
+	u64 duplicates;		/* READ chunks had already */
+	u64 reopened;		/* sessions opened again (ENOTCONN) */
+	u64 renumbered;		/* datagrams sent again in a session opened again */
+	u64 completed;		/* requests answered in full */
+	u64 failed;		/* requests failed: refused, deadline, cancelled */
+};
+
+/* A datagram to send, as the owner builds it: header fields and where its data is. */
+struct host_datagram {
+	u32 tag;		/* its request */
+	u32 at;			/* WRITE: its data is at this byte of the request */
+	u64 seq;
+	u64 offset;
+	u32 length;
+	u16 flags;
+	u8 op;
+};
+
+enum class host_answer : u8 {
+	stray,		/* ignored: no outstanding datagram has this number and op */
+	duplicate,	/* a READ chunk had already */
+	partial,	/* part of a request answered: more to come */
+	done,		/* the request's last datagram: complete() was called */
+	busy,		/* EAGAIN: sent again after a back-off */
+	session_lost,	/* ENOTCONN: open a session, then reopen() */
+	failed,		/* refused: complete() was called with the status */
+};
+
+class host_queue {
+public:
+	static constexpr u64 seq_span = 512;	/* half the instance's replay window */
+	static constexpr u32 fast_gap_min = 8;
+	static constexpr u32 fast_gap_max = seq_span / 4;
+	static constexpr u64 busy_backoff_min_ns = 500000;
+	static constexpr u64 busy_backoff_max_ns = 50000000;
+
+	int init(const host_config &cfg, const host_queue_ops &ops, void *ctx);
+	void destroy();
+
+	/*
+	 * Queue one datagram of request @tag: @op on @length bytes at device
+	 * @offset, its data (or its answer's) at byte @at of the request.
+	 * False when the queue holds config.datagrams already, or for a READ
+	 * beyond max_read (16 x max_io).  The request completes when all its
+	 * datagrams are answered.
+	 */
+	bool add(u32 tag, u8 op, u64 offset, u32 length, u16 flags, u32 at, u64 now_ns);
+
+	/*
+	 * Up to @max datagrams to send now, resends first, as the window and
+	 * the sequence span allow: their indices in @out, each sent as
+	 * describe() says.
+	 */
+	u32 pick(u64 now_ns, u32 *out, u32 max);
+	host_datagram describe(u32 index) const;
+
+	/* An answer of this session (the owner checked session, token, tag). */
+	host_answer answer(const header &h, u32 data_len, void *frame, u64 now_ns);
+
+	/*
+	 * Timers: silence, back-offs, the deadline.  Returns when to call
+	 * again (0: nothing outstanding).
+	 */
+	u64 expire(u64 now_ns);
+
+	/* A new session is open: everything outstanding goes again, numbered anew. */
+	void reopen();
+	/* Fail request @tag now (@status): forced detach, a changed device. */
+	void cancel(u32 tag, u16 status);
+	void cancel_all(u16 status);
+
+	/* The instance has this many slots now (a new INFO). */
+	void set_slots(u32 slots) { window_.set_cap(slots); }
+
+	const host_counters &counters() const { return counters_; }
+	const rto_estimator &rto() const { return rto_; }
+	const send_window &window() const { return window_; }
+	u32 outstanding() const { return lists_[list_outstanding].count; }
+	u32 queued() const { return lists_[list_queued].count; }
+	u64 next_seq() const { return next_seq_; }
+
+private:
+	enum list_id : u8 { list_free, list_queued, list_outstanding, list_backoff, list_count };
+
+	struct piece {
+		u64 seq;		/* 0 until first sent (again, after reopen) */
+		u64 offset;
+		u64 sent_ns;		/* its latest send */
+		u64 sent_no;		/* counters_.sends at its latest send */
+		u64 due_ns;		/* backoff: when to send it again */
+		u32 length;
+		u32 tag;
+		u32 at;
+		u32 sends;
+		u32 busy;
+		u32 prev, next;		/* in lists_[list] */
+		u16 flags;
+		u16 chunks_got;		/* READ: answers had, a bit each */
+		u8 chunks;		/* answers that complete it: READ ceil(length / max_io), else 1 */
+		u8 chunks_left;		/* of those, not had yet */
+		u8 op;
+		u8 list;
+	};
+
+	struct request {
+		u64 first_sent_ns;	/* 0: not sent yet */
+		u32 left;		/* datagrams not answered yet */
+		bool active;
+	};
+
+	struct list {
+		u32 head, tail, count;
+	};
+
+	static constexpr u32 none = ~0u;
+	static constexpr u32 seq_slots = 2 * seq_span;
+
+	void link_tail(list_id l, u32 i);
+	void link_head(list_id l, u32 i);
+	void unlink(u32 i);
+	void move_tail(list_id l, u32 i) { unlink(i); link_tail(l, i); }
+
+	u64 oldest_seq();
+	void forget_seq(piece &p);
+	void release(u32 i);
+	void finish(u32 i, u64 now_ns);
+	void fail_request(u32 tag, u16 status);
+	void resend_soon(u32 i);
+	void resend_overtaken();
+	u32 fast_gap() const;
+	u64 busy_backoff_ns(u32 busy);
+	void expire_deadlines(u64 now_ns);
+
+	host_config cfg_ = {};
+	host_queue_ops ops_ = {};
+	void *ctx_ = nullptr;
+	piece *pieces_ = nullptr;
+	request *requests_ = nullptr;
+	u32 *by_seq_ = nullptr;		/* seq % seq_slots -> piece, for numbers outstanding */
+	list lists_[list_count] = {};
+	u64 next_seq_ = 1;
+	u64 oldest_seq_ = 1;		/* no number below it is outstanding */
+	u64 answered_no_ = 0;		/* the newest send (by sent_no) answered */
+	u64 rng_ = 0;
+	rto_estimator rto_ = {};
+	send_window window_ = {};
+	host_counters counters_ = {};
+};
+
+} /* namespace nb */
+
+#endif

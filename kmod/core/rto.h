@@ -1,0 +1,80 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * How a client paces what it sends to an instance (the block-device client's
+ * core, issue 10): when to resend, and how much to keep outstanding.
+ *
+ * rto_estimator is TCP's retransmission timer (RFC 6298): a smoothed round
+ * trip and its variation, taken only from answers to datagrams sent once
+ * (Karn's rule: the answer to a resent one may be to either send); the
+ * timeout is SRTT + 4 RTTVAR within [min, max], doubled on each timeout until
+ * an answer brings a sample again.  One timer for the whole queue, as TCP
+ * has one for a connection: every datagram outstanding is due at its last
+ * send plus the same timeout.
+ *
+ * send_window is additive increase, multiplicative decrease (RFC 5681's
+ * congestion avoidance, in datagrams): one more for every window's worth
+ * answered, halved on a loss or an EAGAIN -- once for all the datagrams
+ * that were outstanding together, not once each -- and never above the
+ * instance's slots, so that a client alone never makes it answer EAGAIN.
+ */
+#ifndef NETBLK_CORE_RTO_H
+#define NETBLK_CORE_RTO_H
+
+#include "types.h"
+
+namespace nb {
+
+class rto_estimator {
+public:
+	void init(u64 initial_ns, u64 min_ns, u64 max_ns);
+	/* The answer to a datagram sent once, @rtt_ns after its send. */
+	void sample(u64 rtt_ns);
+	/* A datagram went unanswered for timeout_ns(): wait twice as long. */
+	void timed_out();
+	/* How long an outstanding datagram waits for its answer now. */
+	u64 timeout_ns() const;
+	bool has_sample() const { return srtt_ns_ != 0; }
+	u64 srtt_ns() const { return srtt_ns_; }
+	u64 rttvar_ns() const { return rttvar_ns_; }
+	u32 backoffs() const { return backoff_shift_; }
+
+private:
+	u64 srtt_ns_;
+	u64 rttvar_ns_;
+	u64 rto_ns_;		/* SRTT + 4 RTTVAR, clamped; before backoff */
+	u64 min_ns_;
+	u64 max_ns_;
+	u32 backoff_shift_;	/* timeouts since the last sample */
+};
+
+class send_window {
+public:
+	/* @cap: the instance's slots (datagrams it holds at once). */
+	void init(u32 cap, u32 initial);
+	/* How many datagrams may be outstanding now: 1 to cap. */
+	u32 limit() const { return size_; }
+	u32 cap() const { return cap_; }
+	/* The instance has this many slots now (a new INFO). */
+	void set_cap(u32 cap);
+	/* An answer came to a datagram: grow by one a window's worth of them. */
+	void answered();
+	/*
+	 * The datagram sent as number @sent_no (of all sends) was lost or
+	 * answered EAGAIN; @newest_sent_no is the last send so far.  Halves
+	 * the window unless it was already halved for a loss among the same
+	 * sends (one sent before the newest of the last halving's).
+	 */
+	void congested(u64 sent_no, u64 newest_sent_no);
+	u64 decreases() const { return decreases_; }
+
+private:
+	u32 size_;
+	u32 cap_;
+	u32 answered_;		/* towards the next increase */
+	u64 recovery_;		/* sends up to this one are halved for already */
+	u64 decreases_;
+};
+
+} /* namespace nb */
+
+#endif

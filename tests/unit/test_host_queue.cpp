@@ -1,0 +1,636 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The client's side of the protocol (issue 10's core): the retransmission
+ * timer, the send window, and the host queue's numbering, resends, fast
+ * resends, back-offs, sessions opened again and deadlines -- with a fake
+ * clock, and at the end a fake network that drops, duplicates and reorders
+ * between the queue and a fake instance that keeps a replay window.
+ */
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "host_queue.h"
+#include "session.h"
+
+using namespace nb;
+
+namespace {
+
+constexpr u64 ms = 1000000ull;
+constexpr u64 sec = 1000 * ms;
+
+/* ---- rto_estimator ---- */
+
+TEST(Rto, StartsAtTheInitialTimeoutThenFollowsTheFirstSample)
+{
+	rto_estimator r;
+	r.init(250 * ms, 2 * ms, 5 * sec);
+	EXPECT_FALSE(r.has_sample());
+	EXPECT_EQ(r.timeout_ns(), 250 * ms);
+	r.sample(10 * ms);
+	EXPECT_EQ(r.srtt_ns(), 10 * ms);
+	EXPECT_EQ(r.rttvar_ns(), 5 * ms);
+	EXPECT_EQ(r.timeout_ns(), 30 * ms);	/* SRTT + 4 RTTVAR */
+}
+
+TEST(Rto, ASteadyRoundTripNarrowsTheTimeoutToItWithinTheMinimum)
+{
+	rto_estimator r;
+	r.init(250 * ms, 2 * ms, 5 * sec);
+	for (int i = 0; i < 200; i++)
+		r.sample(10 * ms);
+	EXPECT_EQ(r.srtt_ns(), 10 * ms);
+	EXPECT_LT(r.timeout_ns(), 11 * ms);
+	EXPECT_GE(r.timeout_ns(), 10 * ms);
+	for (int i = 0; i < 200; i++)
+		r.sample(100000);	/* 0.1 ms: below the minimum */
+	EXPECT_EQ(r.timeout_ns(), 2 * ms);
+}
+
+TEST(Rto, TimeoutsDoubleItUpToTheMaximumAndASampleEndsTheBackoff)
+{
+	rto_estimator r;
+	r.init(250 * ms, 2 * ms, 5 * sec);
+	r.sample(100 * ms);
+	u64 base = r.timeout_ns();
+	r.timed_out();
+	EXPECT_EQ(r.timeout_ns(), 2 * base);
+	r.timed_out();
+	EXPECT_EQ(r.timeout_ns(), 4 * base);
+	for (int i = 0; i < 40; i++)
+		r.timed_out();
+	EXPECT_EQ(r.timeout_ns(), 5 * sec);
+	r.sample(100 * ms);
+	EXPECT_LT(r.timeout_ns(), base);	/* the variation shrank */
+	EXPECT_EQ(r.backoffs(), 0u);
+}
+
+/* ---- send_window ---- */
+
+TEST(SendWindow, GrowsByOneForEveryWindowAnsweredNeverAboveTheSlots)
+{
+	send_window w;
+	w.init(8, 2);
+	EXPECT_EQ(w.limit(), 2u);
+	w.answered();
+	EXPECT_EQ(w.limit(), 2u);
+	w.answered();
+	EXPECT_EQ(w.limit(), 3u);
+	for (int i = 0; i < 100; i++)
+		w.answered();
+	EXPECT_EQ(w.limit(), 8u);
+	w.set_cap(5);
+	EXPECT_EQ(w.limit(), 5u);
+	w.init(4, 100);
+	EXPECT_EQ(w.limit(), 4u);
+	w.init(0, 0);
+	EXPECT_EQ(w.limit(), 1u);
+}
+
+TEST(SendWindow, HalvesOnceForLossesAmongTheSameSends)
+{
+	send_window w;
+	w.init(64, 64);
+	w.congested(5, 40);	/* sends 1..40 outstanding together */
+	EXPECT_EQ(w.limit(), 32u);
+	w.congested(7, 45);	/* another of those: no second halving */
+	w.congested(40, 45);
+	EXPECT_EQ(w.limit(), 32u);
+	w.congested(41, 50);	/* sent after the halving: a new loss */
+	EXPECT_EQ(w.limit(), 16u);
+	EXPECT_EQ(w.decreases(), 2u);
+	for (int i = 0; i < 10; i++)
+		w.congested(100 + 10 * i, 105 + 10 * i);
+	EXPECT_EQ(w.limit(), 1u);
+}
+
+/* ---- host_queue ---- */
+
+struct completion {
+	u32 tag;
+	u16 status;
+};
+
+struct chunk_copy {
+	u32 tag, at, len;
+};
+
+class Queue : public ::testing::Test {
+protected:
+	host_config config(u32 slots = 64, u32 window = 64)
+	{
+		host_config c{};
+		c.requests = 256;
+		c.datagrams = 2048;
+		c.slots = slots;
+		c.max_io = 1024;
+		c.initial_window = window;
+		c.rto_initial_ns = 250 * ms;
+		c.rto_min_ns = 2 * ms;
+		c.rto_max_ns = 5 * sec;
+		c.seed = 1;
+		return c;
+	}
+
+	void start(const host_config &c)
+	{
+		host_queue_ops ops{};
+		ops.read_data = [](void *ctx, u32 tag, u32 at, void *, u32 len) {
+			static_cast<Queue *>(ctx)->copies.push_back({tag, at, len});
+		};
+		ops.complete = [](void *ctx, u32 tag, u16 status) {
+			static_cast<Queue *>(ctx)->done.push_back({tag, status});
+		};
+		ASSERT_EQ(q.init(c, ops, this), 0);
+	}
+
+	void TearDown() override { q.destroy(); }
+
+	std::vector<host_datagram> send(u32 max = 4096)
+	{
+		std::vector<u32> idx(max);
+		u32 n = q.pick(now, idx.data(), max);
+		std::vector<host_datagram> out;
+		for (u32 k = 0; k < n; k++)
+			out.push_back(q.describe(idx[k]));
+		return out;
+	}
+
+	host_answer reply(const host_datagram &d, u16 status = status_ok)
+	{
+		header h{};
+		h.op = d.op | op_reply_bit;
+		h.status = status;
+		h.seq = d.seq;
+		h.offset = d.offset;
+		h.length = d.length;
+		return q.answer(h, 0, nullptr, now);
+	}
+
+	host_answer chunk(const host_datagram &d, u64 rel, u32 len, u32 data_len)
+	{
+		header h{};
+		h.op = op_read | op_reply_bit;
+		h.seq = d.seq;
+		h.offset = d.offset + rel;
+		h.length = len;
+		return q.answer(h, data_len, nullptr, now);
+	}
+
+	void add_write(u32 tag, u64 offset, u32 at = 0)
+	{
+		ASSERT_TRUE(q.add(tag, op_write, offset, 1024, 0, at, now));
+	}
+
+	host_queue q;
+	u64 now = 1 * sec;
+	std::vector<completion> done;
+	std::vector<chunk_copy> copies;
+};
+
+TEST_F(Queue, NumberedAtTheFirstSendAndResentUnderTheSameNumberAfterSilence)
+{
+	start(config());
+	add_write(7, 4096);
+	auto first = send();
+	ASSERT_EQ(first.size(), 1u);
+	EXPECT_EQ(first[0].seq, 1u);
+	EXPECT_EQ(first[0].tag, 7u);
+	EXPECT_EQ(first[0].offset, 4096u);
+	EXPECT_TRUE(send().empty());
+
+	now += 249 * ms;
+	EXPECT_EQ(q.expire(now), 1 * sec + 250 * ms);	/* when it is due */
+	EXPECT_TRUE(send().empty());
+	now += 1 * ms;
+	q.expire(now);
+	auto again = send();
+	ASSERT_EQ(again.size(), 1u);
+	EXPECT_EQ(again[0].seq, 1u);
+	EXPECT_EQ(q.counters().timeouts, 1u);
+	EXPECT_EQ(q.rto().timeout_ns(), 500 * ms);	/* backed off */
+
+	EXPECT_EQ(reply(again[0]), host_answer::done);
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(done[0].tag, 7u);
+	EXPECT_EQ(done[0].status, status_ok);
+	EXPECT_FALSE(q.rto().has_sample());	/* Karn: sent twice, timed by neither */
+	EXPECT_EQ(reply(again[0]), host_answer::stray);	/* the other send's answer */
+	EXPECT_EQ(done.size(), 1u);
+	EXPECT_EQ(q.expire(now), 0u);	/* nothing outstanding */
+}
+
+TEST_F(Queue, AnswersToDatagramsSentOnceTimeTheRoundTrip)
+{
+	start(config());
+	for (int i = 0; i < 20; i++) {
+		add_write(i, 1024 * i);
+		auto d = send();
+		ASSERT_EQ(d.size(), 1u);
+		now += 3 * ms;
+		ASSERT_EQ(reply(d[0]), host_answer::done);
+	}
+	EXPECT_EQ(q.rto().srtt_ns(), 3 * ms);
+	EXPECT_LT(q.rto().timeout_ns(), 10 * ms);
+}
+
+TEST_F(Queue, NoMoreOutstandingThanTheWindowAndTheWindowNoMoreThanTheSlots)
+{
+	start(config(8, 4));
+	for (u32 t = 0; t < 40; t++)
+		add_write(t, 1024 * t);
+	auto d = send();
+	EXPECT_EQ(d.size(), 4u);
+	u32 most = 0;
+	while (!d.empty()) {
+		for (auto &x : d)
+			reply(x);
+		d = send();
+		most = std::max(most, q.outstanding());
+	}
+	EXPECT_EQ(done.size(), 40u);
+	EXPECT_EQ(most, 8u);
+	EXPECT_EQ(q.window().limit(), 8u);
+}
+
+TEST_F(Queue, ASingleRequestOfManyDatagramsCompletesWhenTheLastIsAnswered)
+{
+	start(config());
+	for (u32 k = 0; k < 3; k++)
+		add_write(5, 1024 * k, 1024 * k);
+	auto d = send();
+	ASSERT_EQ(d.size(), 3u);
+	EXPECT_EQ(d[2].at, 2048u);
+	EXPECT_EQ(reply(d[2]), host_answer::partial);
+	EXPECT_EQ(reply(d[0]), host_answer::partial);
+	EXPECT_TRUE(done.empty());
+	EXPECT_EQ(reply(d[1]), host_answer::done);
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(done[0].tag, 5u);
+}
+
+TEST_F(Queue, AReadIsPutTogetherFromItsChunksInAnyOrder)
+{
+	start(config());
+	ASSERT_TRUE(q.add(3, op_read, 8192, 3584, 0, 512, now));	/* 3.5 KiB: 4 chunks */
+	auto d = send();
+	ASSERT_EQ(d.size(), 1u);
+	EXPECT_EQ(chunk(d[0], 3072, 512, 512), host_answer::partial);
+	EXPECT_EQ(chunk(d[0], 1024, 1024, 1024), host_answer::partial);
+	EXPECT_EQ(chunk(d[0], 1024, 1024, 1024), host_answer::duplicate);
+	EXPECT_EQ(chunk(d[0], 512, 1024, 1024), host_answer::stray);	/* not on max_io */
+	EXPECT_EQ(chunk(d[0], 0, 1024, 100), host_answer::stray);	/* data short */
+	EXPECT_EQ(chunk(d[0], 2048, 512, 512), host_answer::stray);	/* not the whole chunk */
+	EXPECT_EQ(chunk(d[0], 0, 1024, 1024), host_answer::partial);
+	EXPECT_TRUE(done.empty());
+	EXPECT_EQ(chunk(d[0], 2048, 1024, 1024), host_answer::done);
+	ASSERT_EQ(copies.size(), 4u);
+	EXPECT_EQ(copies[0].at, 512u + 3072);
+	EXPECT_EQ(copies[0].len, 512u);
+	EXPECT_EQ(copies[1].at, 512u + 1024);
+	EXPECT_EQ(copies[3].at, 512u + 2048);
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(q.counters().duplicates, 1u);
+	EXPECT_EQ(q.counters().stray, 3u);
+	EXPECT_TRUE(q.add(4, op_read, 0, 16 * 1024, 0, 0, now));
+	EXPECT_FALSE(q.add(5, op_read, 0, 16 * 1024 + 512, 0, 0, now));	/* beyond max_read */
+}
+
+TEST_F(Queue, AnAnswerOfAnotherOpOrRangeIsStray)
+{
+	start(config());
+	add_write(1, 0);
+	auto d = send();
+	host_datagram other = d[0];
+	other.op = op_read;
+	EXPECT_EQ(reply(other), host_answer::stray);
+	other = d[0];
+	other.offset += 512;
+	EXPECT_EQ(reply(other), host_answer::stray);
+	other = d[0];
+	other.seq = 99;
+	EXPECT_EQ(reply(other), host_answer::stray);
+	EXPECT_TRUE(done.empty());
+	EXPECT_EQ(reply(d[0]), host_answer::done);
+}
+
+TEST_F(Queue, OneOvertakenByAWindowOfLaterAnswersIsResentAtOnce)
+{
+	start(config(64, 16));
+	for (u32 t = 0; t < 100; t++)
+		add_write(t, 1024 * t);
+	std::vector<host_datagram> lost;
+	std::vector<u64> resent_after;	/* answers before seq 1 went again */
+	u32 answered = 0;
+	for (int round = 0; round < 200 && done.size() < 100; round++) {
+		for (auto &x : send()) {
+			if (x.seq == 1 && lost.empty()) {
+				lost.push_back(x);
+				continue;
+			}
+			if (x.seq == 1)
+				resent_after.push_back(answered);
+			reply(x);
+			answered++;
+		}
+	}
+	EXPECT_EQ(done.size(), 100u);	/* no clock moved: no timer resent it */
+	EXPECT_EQ(q.counters().timeouts, 0u);
+	EXPECT_EQ(q.counters().fast_resends, 1u);
+	ASSERT_EQ(resent_after.size(), 1u);
+	/* not before a window (16, growing) of later sends was answered; sent
+	 * in the round after the one that answered the overtaking one */
+	EXPECT_GE(resent_after[0], 16u);
+	EXPECT_LE(resent_after[0], 2u * 20);
+	EXPECT_LT(q.window().limit(), 16u);	/* a loss halves it */
+}
+
+TEST_F(Queue, AWindowAnsweredNewestFirstIsNotTakenForLoss)
+{
+	start(config(16, 16));
+	for (u32 t = 0; t < 160; t++)
+		add_write(t, 1024 * t);
+	for (int round = 0; round < 10; round++) {
+		auto d = send();
+		ASSERT_EQ(d.size(), 16u);
+		std::reverse(d.begin(), d.end());
+		for (auto &x : d)
+			reply(x);
+	}
+	EXPECT_EQ(done.size(), 160u);
+	EXPECT_EQ(q.counters().fast_resends, 0u);
+	EXPECT_EQ(q.counters().sends, 160u);
+}
+
+TEST_F(Queue, NothingIsOutstandingHalfAReplayWindowBehindTheNewest)
+{
+	host_config c = config(1024, 1024);
+	start(c);
+	for (u32 t = 0; t < 256; t++)
+		for (u32 k = 0; k < 3; k++)
+			add_write(t, 4096 * t + 1024 * k, 1024 * k);
+	auto d = send();
+	ASSERT_EQ(d.size(), host_queue::seq_span);	/* 512 numbers, not 768 */
+	EXPECT_EQ(d.back().seq, host_queue::seq_span);
+	/* everything but the first answered: only the first may go (again) */
+	for (size_t k = 1; k < d.size(); k++)
+		reply(d[k]);
+	auto next = send();
+	ASSERT_EQ(next.size(), 1u);
+	EXPECT_EQ(next[0].seq, 1u);
+	EXPECT_EQ(q.counters().fast_resends, 1u);
+	reply(next[0]);
+	next = send();
+	EXPECT_EQ(next.size(), 768u - 512u);
+	EXPECT_EQ(next.front().seq, 513u);
+}
+
+TEST_F(Queue, EagainIsSentAgainAfterABackOffUnderTheSameNumber)
+{
+	start(config(64, 64));
+	add_write(2, 0);
+	auto d = send();
+	EXPECT_EQ(reply(d[0], status_eagain), host_answer::busy);
+	EXPECT_EQ(reply(d[0], status_eagain), host_answer::duplicate);	/* one per send */
+	EXPECT_EQ(q.window().limit(), 32u);
+	EXPECT_TRUE(send().empty());
+	u64 due = q.expire(now);
+	EXPECT_GE(due, now + 250000);
+	EXPECT_LE(due, now + 750000);
+	now = due;
+	q.expire(now);
+	auto again = send();
+	ASSERT_EQ(again.size(), 1u);
+	EXPECT_EQ(again[0].seq, d[0].seq);
+	EXPECT_EQ(reply(again[0]), host_answer::done);
+	EXPECT_EQ(q.counters().busy, 1u);
+	EXPECT_EQ(q.counters().timeouts, 0u);
+}
+
+TEST_F(Queue, ARefusalFailsTheWholeRequestAndFreesItsDatagrams)
+{
+	start(config());
+	for (u32 k = 0; k < 3; k++)
+		add_write(9, 1024 * k, 1024 * k);
+	add_write(10, 8192);
+	auto d = send();
+	ASSERT_EQ(d.size(), 4u);
+	EXPECT_EQ(reply(d[1], status_eio), host_answer::failed);
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(done[0].tag, 9u);
+	EXPECT_EQ(done[0].status, status_eio);
+	EXPECT_EQ(q.outstanding(), 1u);
+	EXPECT_EQ(reply(d[0]), host_answer::stray);
+	EXPECT_EQ(reply(d[3]), host_answer::done);
+	EXPECT_EQ(done.size(), 2u);
+	EXPECT_EQ(q.counters().failed, 1u);
+}
+
+TEST_F(Queue, ANewSessionGetsEverythingOutstandingAgainInTheOldOrder)
+{
+	start(config());
+	for (u32 t = 0; t < 5; t++)
+		add_write(t, 1024 * t);
+	auto d = send(5);
+	add_write(5, 1024 * 5);	/* never sent */
+	ASSERT_EQ(d.size(), 5u);
+	reply(d[2]);
+	EXPECT_EQ(reply(d[0], status_enotconn), host_answer::session_lost);
+	q.reopen();	/* the owner opened a new session (HELLO) first */
+	auto again = send();
+	ASSERT_EQ(again.size(), 5u);
+	u64 want_offsets[] = {0, 1024, 3072, 4096, 5120};
+	for (u32 k = 0; k < 5; k++) {
+		EXPECT_EQ(again[k].seq, k + 1);
+		EXPECT_EQ(again[k].offset, want_offsets[k]);
+	}
+	EXPECT_EQ(q.counters().renumbered, 4u);
+	for (auto &x : again)
+		reply(x);
+	EXPECT_EQ(done.size(), 6u);
+}
+
+TEST_F(Queue, ByDefaultSilenceIsWaitedOutForeverWithTheTimeoutBackedOff)
+{
+	start(config());
+	add_write(1, 0);
+	send();
+	for (int i = 0; i < 600; i++) {	/* ten minutes, a second at a time */
+		now += 1 * sec;
+		q.expire(now);
+		send();
+	}
+	EXPECT_TRUE(done.empty());
+	EXPECT_EQ(q.rto().timeout_ns(), 5 * sec);
+	EXPECT_GT(q.counters().timeouts, 100u);
+	EXPECT_LT(q.counters().timeouts, 130u);	/* 5 s apart, once backed off */
+}
+
+TEST_F(Queue, WithADeadlineARequestFailsEioThatLongAfterItsFirstSend)
+{
+	host_config c = config();
+	c.deadline_ns = 5 * sec;
+	start(c);
+	add_write(4, 0);
+	u64 first = now;
+	send();
+	while (done.empty() && now < first + 60 * sec) {
+		u64 next = q.expire(now);
+		ASSERT_NE(next, 0u);
+		send();
+		now = std::max(next, now + 1);
+		q.expire(now);
+	}
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(done[0].status, status_eio);
+	EXPECT_EQ(now, first + 5 * sec);
+	EXPECT_EQ(q.outstanding() + q.queued(), 0u);
+}
+
+TEST_F(Queue, CancelFailsWhatIsQueuedAndOutstanding)
+{
+	start(config(2, 2));
+	for (u32 t = 0; t < 4; t++)
+		add_write(t, 1024 * t);
+	auto d = send();
+	ASSERT_EQ(d.size(), 2u);
+	q.cancel(3, status_eio);	/* still queued */
+	q.cancel_all(status_eio);
+	EXPECT_EQ(done.size(), 4u);
+	for (auto &x : done)
+		EXPECT_EQ(x.status, status_eio);
+	EXPECT_EQ(q.outstanding() + q.queued(), 0u);
+	EXPECT_EQ(reply(d[0]), host_answer::stray);
+	/* every datagram is free again */
+	for (u32 t = 0; t < 256; t++)
+		for (u32 k = 0; k < 8; k++)
+			ASSERT_TRUE(q.add(t, op_write, 0, 1024, 0, 0, now));
+	EXPECT_FALSE(q.add(0, op_write, 0, 1024, 0, 0, now));
+}
+
+/*
+ * A network that drops, duplicates and delays (so reorders) datagrams both
+ * ways between the queue and an instance that executes what changes the
+ * disk through a replay window, as the module does.  Every request
+ * completes once, every WRITE is executed once, and no number ever falls
+ * out of the instance's window.
+ */
+TEST_F(Queue, ThroughALossyNetworkEveryWriteIsExecutedOnceAndEveryRequestCompletes)
+{
+	host_config c = config(128, 32);
+	start(c);
+	std::mt19937_64 rng(42);
+	std::uniform_real_distribution<double> u(0, 1);
+	replay_window window;
+	window.reset();
+	std::map<u64, u32> executed;	/* device offset -> times */
+	struct in_flight {
+		u64 at;
+		bool to_server;
+		header h;
+	};
+	std::vector<in_flight> net;
+	auto deliver_later = [&](bool to_server, const header &h) {
+		if (u(rng) < 0.1)
+			return;	/* dropped */
+		int copies = u(rng) < 0.05 ? 2 : 1;
+		for (int k = 0; k < copies; k++)
+			net.push_back({now + 500000 + (u64)(u(rng) * 3 * ms), to_server, h});
+	};
+
+	u32 total = 0;
+	const u32 requests = 3000;
+	u64 stale = 0, too_far = 0, datagrams = 0;
+	size_t seen_done = 0;
+	std::vector<u32> free_tags;
+	for (u32 t = 0; t < c.requests; t++)
+		free_tags.push_back(t);
+
+	while (done.size() < requests && now < 3600 * sec) {
+		/* new requests of 1 to 4 datagrams while there are tags */
+		while (total < requests && !free_tags.empty() && q.queued() < 256) {
+			u32 tag = free_tags.back();
+			free_tags.pop_back();
+			u32 n = 1 + rng() % 4;
+			for (u32 k = 0; k < n; k++)
+				ASSERT_TRUE(q.add(tag, op_write, (u64)total * 4096 + 1024 * k, 1024, 0,
+						  1024 * k, now));
+			datagrams += n;
+			total++;
+		}
+		for (auto &d : send()) {
+			header h{};
+			h.op = d.op;
+			h.seq = d.seq;
+			h.offset = d.offset;
+			h.length = d.length;
+			ASSERT_LE(q.outstanding(), c.slots);
+			deliver_later(true, h);
+		}
+		/* the network moves on to the next event */
+		u64 next = q.expire(now);
+		for (auto &f : net)
+			if (!next || f.at < next)
+				next = f.at;
+		ASSERT_NE(next, 0u) << "nothing to wait for with " << done.size() << " done";
+		now = std::max(now, next);
+		std::vector<in_flight> due, later;
+		for (auto &f : net)
+			(f.at <= now ? due : later).push_back(f);
+		net.swap(later);
+		std::shuffle(due.begin(), due.end(), rng);
+		for (auto &f : due) {
+			if (!f.to_server) {
+				q.answer(f.h, 0, nullptr, now);
+				continue;
+			}
+			u16 status = 0;
+			header r = f.h;
+			r.op |= op_reply_bit;
+			switch (window.look(f.h.seq, &status)) {
+			case replay_window::state::fresh:
+				window.start(f.h.seq);
+				executed[f.h.offset]++;
+				window.finish(f.h.seq, 0);
+				r.status = 0;
+				break;
+			case replay_window::state::done:
+				r.status = status;
+				break;
+			case replay_window::state::in_flight:
+				continue;
+			case replay_window::state::stale:
+				stale++;
+				continue;
+			case replay_window::state::too_far:
+				too_far++;
+				continue;
+			}
+			deliver_later(false, r);
+		}
+		q.expire(now);
+		/* tags of completed requests are free again */
+		while (seen_done < done.size()) {
+			const completion &x = done[seen_done++];
+			EXPECT_EQ(x.status, status_ok);
+			free_tags.push_back(x.tag);
+		}
+	}
+	EXPECT_EQ(done.size(), requests);
+	EXPECT_EQ(stale, 0u);
+	EXPECT_EQ(too_far, 0u);
+	for (auto &e : executed)
+		EXPECT_EQ(e.second, 1u) << "offset " << e.first;
+	EXPECT_EQ(executed.size(), datagrams);
+	EXPECT_GT(q.counters().timeouts + q.counters().fast_resends, 100u);
+	EXPECT_EQ(q.outstanding() + q.queued(), 0u);
+	/* the round trip is 1 to 7 ms (two ways of 0.5 to 3.5): so is SRTT */
+	EXPECT_GT(q.rto().srtt_ns(), 1 * ms);
+	EXPECT_LT(q.rto().srtt_ns(), 7 * ms);
+}
+
+} /* namespace */
