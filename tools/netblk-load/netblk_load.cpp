@@ -127,7 +127,7 @@ struct instance_info {
 	uint32_t max_read = 0;
 	uint32_t flags = 0;
 	uint32_t slots = 0;
-	bool read_only() const { return flags & 1; }
+	bool read_only() const { return flags & nb::info_flag_read_only; }
 };
 
 std::string status_name(unsigned status)
@@ -526,16 +526,19 @@ instance_info ask_info(const sockaddr_in &addr, const options &o)
 	close(fd);
 	if (n < header_size + info_size)
 		throw usage_error{"INFO reply too short"};
-	const uint8_t *p8 = buf.data() + header_size;
+	nb::geometry g{};
+	if (!nb::decode_info(buf.data() + header_size, static_cast<uint32_t>(n - header_size), &g))
+		throw usage_error{"INFO reply makes no sense (sector size, max_io, max_read or slots)"};
 	instance_info info;
-	info.size = load_be64(p8);
-	info.sector_size = load_be32(p8 + 8);
-	info.max_io = load_be32(p8 + 20);
-	info.max_read = load_be32(p8 + 24);
-	info.flags = load_be32(p8 + 28);
-	info.slots = load_be32(p8 + 32);
-	if (!info.sector_size || !info.max_io || !info.max_read)
-		throw usage_error{"INFO reply makes no sense (zero sector size, max_io or max_read)"};
+	info.size = g.size_bytes;
+	info.sector_size = g.sector_size;
+	info.max_io = g.max_io;
+	info.max_read = g.max_read;
+	info.slots = g.slots;
+	info.flags = (g.read_only ? nb::info_flag_read_only : 0) |
+		     (g.volatile_cache ? nb::info_flag_volatile_cache : 0) |
+		     (g.fua ? nb::info_flag_fua : 0) | (g.max_trim ? nb::info_flag_trim : 0) |
+		     (g.max_write_zeroes ? nb::info_flag_write_zeroes : 0);
 	return info;
 }
 
