@@ -177,6 +177,19 @@ def free_udp_port() -> int:
     raise GuestError("no free UDP port")
 
 
+def link_args(local_port: int, remote_port: int, mac: str, model: str = NIC_MODELS[NIC][0],
+              netdev: str = "link0") -> list[str]:
+    """QEMU arguments for a NIC joined to another guest's by a private link:
+    QEMU's dgram netdev, each end's Ethernet frames sent as UDP datagrams
+    between 127.0.0.1:local_port and 127.0.0.1:remote_port on the host
+    (the other guest's pair is the same, swapped).  Nothing else is on it:
+    the two guests address each other as they choose (ip addr add)."""
+    return ["-netdev", f"dgram,id={netdev},local.type=inet,local.host=127.0.0.1,"
+                       f"local.port={local_port},remote.type=inet,remote.host=127.0.0.1,"
+                       f"remote.port={remote_port}",
+            "-device", f"{model},netdev={netdev},mac={mac}"]
+
+
 def kernel_release() -> str:
     if FLAVOUR == "debug":
         rel = DEBUG_KERNEL / ".release"
