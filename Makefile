@@ -83,7 +83,7 @@ unit: build/unit/netblk_unit_tests
 # receive queue, its own XDP code).  NICS=virtio runs one.
 NICS ?= virtio vmxnet3
 
-e2e: bench-module netblkctl
+e2e: bench-module netblkctl load
 	@set -e; for nic in $(NICS); do \
 		echo "== e2e on $$nic"; \
 		NETBLK_NIC=$$nic $(PYTHON) -m pytest -v tests/e2e; \
@@ -114,7 +114,7 @@ debug-module: debug-kernel
 	$(MAKE) -C $(DEBUG_KDIR) M=$(DEBUG_MODULE) modules
 
 check-debug: deps
-	$(MAKE) debug-module netblkctl
+	$(MAKE) debug-module netblkctl load
 	NETBLK_KERNEL=debug NETBLK_LIFECYCLE_LOOPS=$(LIFECYCLE_LOOPS) $(PYTHON) -m pytest -v tests/e2e
 
 demo: deps
