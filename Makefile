@@ -140,14 +140,14 @@ BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
 
-# It speaks the protocol with the core's own codec, and reads key files with
-# netblkctl's parser.
+# It speaks the protocol with the core's own codec, paces itself with the
+# core's send window, and reads key files with netblkctl's parser.
 tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
 		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h \
-		tools/netblkctl/key_text.cpp tools/netblkctl/key_text.h
+		kmod/core/rto.cpp kmod/core/rto.h tools/netblkctl/key_text.cpp tools/netblkctl/key_text.h
 	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl -o $@ \
 		tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
-		tools/netblkctl/key_text.cpp
+		kmod/core/rto.cpp tools/netblkctl/key_text.cpp
 
 bench: deps
 	$(MAKE) bench-module netblkctl load bench-v1

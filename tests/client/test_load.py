@@ -58,6 +58,7 @@ def test_randread():
     with FakeServer(size=4 * MiB) as srv:
         _, out, _ = load(srv, "--mode", "randread", "--size", "4k", "--window", "16")
     assert out["ops"] > 0 and out["errors"] == 0 and out["retries"] == 0
+    assert out["window_decreases"] == 0  # nothing lost: the window stays whole
     assert out["datagrams_per_request"] == 4 and out["window"] == 16
     assert out["iops"] > 0 and out["bytes"] == out["ops"] * 4096
     sane_latency(out)
@@ -100,6 +101,7 @@ def test_loss_is_retried():
     assert out["ops"] > 0 and out["errors"] == 0
     assert out["retries"] > 0
     assert out["sends"] > out["ops"]
+    assert out["window_decreases"] > 0  # each loss halves the window
 
 
 def test_loss_on_writes_is_retried():

@@ -70,6 +70,7 @@
 
 #include "key_text.h"
 #include "protocol.h"
+#include "rto.h"
 
 namespace {
 
@@ -581,6 +582,7 @@ struct results {
 	uint64_t errors = 0;
 	uint64_t retries = 0;
 	uint64_t fast_resends = 0;  // of the retries, sent before their timer
+	uint64_t window_decreases = 0;  // halvings of the window: losses and EAGAINs
 	uint64_t busy = 0;
 	uint64_t sends = 0;
 	uint64_t stray = 0;
@@ -614,6 +616,7 @@ public:
 		timeout_ns_ = static_cast<uint64_t>(p.opt.timeout * 1e9);
 		busy_tries_ = 10 * p.opt.tries;
 		fast_gap_ = std::clamp<uint64_t>(uint64_t{p.window} * p.cost, fast_gap_min, fast_gap_max);
+		cwnd_.init(p.window * p.cost, p.window * p.cost);
 		seq_next_ = p.count * index / p.opt.threads;
 		recv_size_ = std::max<size_t>(header_size + p.info.max_io, 2048);
 		by_seq_.assign(seq_table_size, ~0u);
@@ -633,11 +636,23 @@ public:
 			close(fd_);
 			return;
 		}
+		run_window();
+		res_.window_decreases = cwnd_.decreases();
+		close(fd_);
+	}
+
+	results res_;
+
+private:
+	// Requests in flight until the run's end, and their answers after it.
+	void run_window()
+	{
 		for (;;) {
 			uint64_t now = now_ns();
 			if (now < plan_.end)
 				for (unsigned i = 0; i < reqs_.size(); ++i)
-					if (!reqs_[i].active && seq_room(plan_.cost))
+					if (!reqs_[i].active && seq_room(plan_.cost) &&
+					    used_ + plan_.cost <= cwnd_.limit())
 						issue(i, now);
 			flush_sends();
 			if (active_ == 0 && now >= plan_.end)
@@ -647,18 +662,20 @@ public:
 			wait_until(next);
 			receive();
 		}
-		close(fd_);
 	}
 
-	results res_;
-
-private:
 	const plan &plan_;
 	unsigned index_;
 	std::vector<request> reqs_;
 	std::mt19937_64 rng_;
 	int fd_ = -1;
 	unsigned active_ = 0;
+	unsigned used_ = 0;		// slots the active requests take
+	// The datagrams in flight, in slots: halved on a loss or an EAGAIN,
+	// grown back by one a window answered (the core's, as the block-device
+	// client's).  Without it a resend goes into a queue that just dropped,
+	// and a lossy path loses more.
+	nb::send_window cwnd_;
 	uint64_t timeout_ns_ = 0;
 	unsigned busy_tries_ = 0;
 	uint64_t seq_next_ = 0;
@@ -729,6 +746,7 @@ private:
 			queue_send(slot, k);
 		}
 		++active_;
+		used_ += plan_.cost;
 	}
 
 	void queue_send(unsigned slot, unsigned k)
@@ -801,6 +819,7 @@ private:
 					continue;
 				if (p.state == dgram_state::waiting && p.sent + fast_gap_ <= answered_ &&
 				    p.tries < plan_.opt.tries) {
+					cwnd_.congested(p.sent, sent_);
 					++p.tries;
 					++res_.retries;
 					++res_.fast_resends;
@@ -815,6 +834,7 @@ private:
 							       r.offset, r.length, p.tries));
 						break;
 					} else {
+						cwnd_.congested(p.sent, sent_);
 						++p.tries;
 						++res_.retries;
 					}
@@ -899,6 +919,7 @@ private:
 				return;  // one back-off per send
 			++p.busy;
 			++res_.busy;
+			cwnd_.congested(p.sent, sent_);
 			if (p.busy > busy_tries_) {
 				fail(r, format("%s %" PRIu64 "+%u: still busy (EAGAIN) after %u tries",
 					       plan_.opt.writing() ? "WRITE" : "READ", r.offset, r.length,
@@ -943,6 +964,7 @@ private:
 		}
 		r.got_mask |= uint64_t{1} << chunk;
 		++r.got;
+		cwnd_.answered();
 		if (plan_.opt.writing())
 			p.state = dgram_state::done;
 		if (r.got == r.chunks) {
@@ -950,6 +972,7 @@ private:
 			++res_.ops;
 			r.active = false;
 			--active_;
+			used_ -= plan_.cost;
 		}
 	}
 
@@ -963,6 +986,7 @@ private:
 		for (unsigned k = 0; k < r.parts; ++k)
 			r.dg[k].state = dgram_state::done;  // what still comes for it is stray
 		--active_;
+		used_ -= plan_.cost;
 	}
 };
 
@@ -1055,6 +1079,7 @@ int run(const options &o)
 		all.errors += r.errors;
 		all.retries += r.retries;
 		all.fast_resends += r.fast_resends;
+		all.window_decreases += r.window_decreases;
 		all.busy += r.busy;
 		all.sends += r.sends;
 		all.stray += r.stray;
@@ -1094,7 +1119,8 @@ int run(const options &o)
 		j += format(", \"latency_us\": {\"p50\": %.1f, \"p99\": %.1f, \"p99.9\": %.1f, \"max\": %.1f, "
 			    "\"mean\": %.1f}", p50, p99, p999, mx, mean);
 		j += format(", \"retries\": %" PRIu64 ", \"fast_resends\": %" PRIu64 ", \"busy\": %" PRIu64
-			    ", \"errors\": %" PRIu64, all.retries, all.fast_resends, all.busy, all.errors);
+			    ", \"errors\": %" PRIu64 ", \"window_decreases\": %" PRIu64, all.retries,
+			    all.fast_resends, all.busy, all.errors, all.window_decreases);
 		j += format(", \"sends\": %" PRIu64 ", \"stray\": %" PRIu64 ", \"duplicates\": %" PRIu64
 			    ", \"icmp_refused\": %" PRIu64, all.sends, all.stray, all.duplicates,
 			    all.icmp_refused);
