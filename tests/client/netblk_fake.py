@@ -90,6 +90,21 @@ class _Session:
         self.done: dict[int, int] = {}  # seq -> status, for what changes the disk
 
 
+def lose_first_answer(op: int):
+    """A drop= that loses the first answer to @op and no other; its .lost
+    holds that answer's sequence number once it was lost."""
+    lost: list[int] = []
+
+    def drop(hdr) -> bool:
+        if hdr[2] == op | 0x80 and not lost:
+            lost.append(hdr[7])
+            return True
+        return False
+
+    drop.lost = lost
+    return drop
+
+
 class FakeServer:
     def __init__(self, size: int = 1 << 20, sector: int = 512, max_io: int = 1024,
                  slots: int = 256, read_only: bool = False, volatile: bool = True,

@@ -18,7 +18,7 @@ ROOT = HERE.parents[1]
 LOAD = ROOT / "tools" / "netblk-load" / "netblk-load"
 sys.path.insert(0, str(HERE))
 
-from netblk_fake import OP_READ, OP_WRITE, FakeServer  # noqa: E402
+from netblk_fake import OP_READ, OP_WRITE, FakeServer, lose_first_answer  # noqa: E402
 
 MiB = 1 << 20
 
@@ -115,14 +115,8 @@ def test_loss_on_writes_is_retried():
 def test_a_lost_datagram_is_sent_again_once_later_ones_are_answered():
     # The first WRITE's answer is lost; its timer (30 s) is not waited for:
     # once a WRITE sent a window (16) after it is answered, it goes again.
-    lost = []
-
-    def lose_first_write_answer(hdr):
-        if hdr[2] == OP_WRITE | 0x80 and not lost:
-            lost.append(hdr[7])
-            return True
-        return False
-
+    lose_first_write_answer = lose_first_answer(OP_WRITE)
+    lost = lose_first_write_answer.lost
     with FakeServer(size=4 * MiB, drop=lose_first_write_answer) as srv:
         _, out, _ = load(srv, "--mode", "write", "--size", "1k", "--window", "16",
                          "--range", "0:1m", "--timeout", "30", "--tries", "2")

@@ -20,7 +20,7 @@ sys.path.insert(0, str(HERE))
 
 import netblk  # noqa: E402
 from netblk import OP_HELLO, OP_TRIM, OP_WRITE, OP_WRITE_ZEROES, Auth, Client, NetblkError  # noqa: E402
-from netblk_fake import FakeServer  # noqa: E402
+from netblk_fake import FakeServer, lose_first_answer  # noqa: E402
 
 KEY = bytes(range(16))
 
@@ -89,14 +89,8 @@ def test_an_instance_started_again_gets_a_new_session_and_the_requests_again():
 
 
 def test_a_resend_of_an_answered_write_is_answered_and_not_executed_again():
-    lost = []
-
-    def lose_first_write_answer(hdr):
-        if hdr[2] == OP_WRITE | 0x80 and not lost:
-            lost.append(hdr[7])
-            return True
-        return False
-
+    lose_first_write_answer = lose_first_answer(OP_WRITE)
+    lost = lose_first_write_answer.lost
     with FakeServer(drop=lose_first_write_answer) as srv, client_for(srv, timeout=0.05) as c:
         c.write(0, b"w" * 4096)
         writes = srv.requests(OP_WRITE)
@@ -129,14 +123,8 @@ def test_a_lost_datagram_is_sent_again_once_later_ones_are_answered():
     # Fast resend: the first WRITE's answer is lost; 600 more go by.  The
     # timer (30 s) never fires: the WRITE is sent again as soon as one sent a
     # window after it is answered, so the window never stops at SEQ_SPAN.
-    lost = []
-
-    def lose_first_write_answer(hdr):
-        if hdr[2] == OP_WRITE | 0x80 and not lost:
-            lost.append(hdr[7])
-            return True
-        return False
-
+    lose_first_write_answer = lose_first_answer(OP_WRITE)
+    lost = lose_first_write_answer.lost
     with FakeServer(size=1 << 20, drop=lose_first_write_answer) as srv, \
             client_for(srv, timeout=30.0, tries=2) as c:
         c.write(0, b"f" * (600 << 10), window=64)
