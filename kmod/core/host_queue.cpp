@@ -284,7 +284,7 @@ host_answer host_queue::answer(const header &h, u32 data_len, void *frame, u64 n
 		add_once(counters_.busy, 1);
 		window_.congested(p.sent_no, counters_.sends);
 		p.busy++;
-		p.due_ns = now_ns + busy_backoff_ns(p.busy);
+		p.due_ns = now_ns + jittered_backoff_ns(p.busy);
 		move_tail(list_backoff, i);
 		return host_answer::busy;
 	}
@@ -331,30 +331,35 @@ host_answer host_queue::answer(const header &h, u32 data_len, void *frame, u64 n
 
 /* ---- timers ---- */
 
-/* 0.5 ms doubling to 50 ms, times 0.5 to 1.5 (xorshift64: no crypto needed). */
-u64 host_queue::busy_backoff_ns(u32 busy)
+/* busy_backoff_ns() times 0.5 to 1.5 (xorshift64: no crypto needed). */
+u64 host_queue::jittered_backoff_ns(u32 busy)
 {
-	u64 base = busy_backoff_min_ns;
+	u64 base = busy_backoff_ns(busy);
 
-	for (u32 k = 1; k < busy && base < busy_backoff_max_ns; k++)
-		base *= 2;
-	base = min(base, busy_backoff_max_ns);
 	rng_ ^= rng_ << 13;
 	rng_ ^= rng_ >> 7;
 	rng_ ^= rng_ << 17;
 	return base / 2 + rng_ % (base + 1);
 }
 
-void host_queue::expire_deadlines(u64 now_ns)
+/* Fails the requests past the deadline; returns the soonest deadline of the rest (0: none). */
+u64 host_queue::expire_deadlines(u64 now_ns)
 {
+	u64 soonest = 0;
+
 	if (!cfg_.deadline_ns)
-		return;
+		return 0;
 	for (u32 tag = 0; tag < cfg_.requests; tag++) {
 		request &r = requests_[tag];
 
-		if (r.active && r.first_sent_ns && now_ns - r.first_sent_ns >= cfg_.deadline_ns)
+		if (!r.active || !r.first_sent_ns)
+			continue;
+		if (now_ns - r.first_sent_ns >= cfg_.deadline_ns)
 			fail_request(tag, status_eio);
+		else if (!soonest || r.first_sent_ns + cfg_.deadline_ns < soonest)
+			soonest = r.first_sent_ns + cfg_.deadline_ns;
 	}
+	return soonest;
 }
 
 u64 host_queue::expire(u64 now_ns)
@@ -389,27 +394,15 @@ u64 host_queue::expire(u64 now_ns)
 			next = pieces_[i].due_ns;
 		i = after;
 	}
-	expire_deadlines(now_ns);
+	u64 deadline = expire_deadlines(now_ns);
 
+	if (deadline && (!next || deadline < next))
+		next = deadline;
 	if (lists_[list_outstanding].head != none) {
 		u64 due = pieces_[lists_[list_outstanding].head].sent_ns + rto_.timeout_ns();
 
 		if (!next || due < next)
 			next = due;
-	}
-	if (cfg_.deadline_ns && (lists_[list_queued].count || lists_[list_outstanding].count ||
-				 lists_[list_backoff].count)) {
-		u64 soonest = 0;
-
-		for (u32 tag = 0; tag < cfg_.requests; tag++) {
-			const request &r = requests_[tag];
-
-			if (r.active && r.first_sent_ns &&
-			    (!soonest || r.first_sent_ns + cfg_.deadline_ns < soonest))
-				soonest = r.first_sent_ns + cfg_.deadline_ns;
-		}
-		if (soonest && (!next || soonest < next))
-			next = soonest;
 	}
 	return next;
 }

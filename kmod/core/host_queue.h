@@ -98,8 +98,6 @@ public:
 	static constexpr u64 seq_span = 512;	/* half the instance's replay window */
 	static constexpr u32 fast_gap_min = 8;
 	static constexpr u32 fast_gap_max = seq_span / 4;
-	static constexpr u64 busy_backoff_min_ns = 500000;
-	static constexpr u64 busy_backoff_max_ns = 50000000;
 
 	int init(const host_config &cfg, const host_queue_ops &ops, void *ctx);
 	void destroy();
@@ -195,8 +193,8 @@ private:
 	void resend_soon(u32 i);
 	void resend_overtaken();
 	u32 fast_gap() const;
-	u64 busy_backoff_ns(u32 busy);
-	void expire_deadlines(u64 now_ns);
+	u64 jittered_backoff_ns(u32 busy);
+	u64 expire_deadlines(u64 now_ns);
 
 	host_config cfg_ = {};
 	host_queue_ops ops_ = {};

@@ -4,10 +4,6 @@
 
 namespace nb {
 
-/* EAGAIN (the instance had no slot for the HELLO): 0.5 ms doubling to 50 ms. */
-constexpr u64 busy_backoff_min_ns = 500000;
-constexpr u64 busy_backoff_max_ns = 50000000;
-
 void host_session::init(bool keyed, bool auth_data)
 {
 	*this = {};
@@ -59,12 +55,9 @@ host_session::result host_session::answer(const header &h, u64 now_ns)
 		return result::ignored;
 
 	if (h.status == status_eagain) {
-		u64 wait = busy_backoff_min_ns;
-
-		for (u32 k = 0; k < busy_ && wait < busy_backoff_max_ns; k++)
-			wait *= 2;
+		/* the instance had no slot for the HELLO */
 		busy_++;
-		due_ns_ = now_ns + min(wait, busy_backoff_max_ns);
+		due_ns_ = now_ns + busy_backoff_ns(busy_);
 		return result::busy;
 	}
 

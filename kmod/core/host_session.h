@@ -19,6 +19,7 @@
 #define NETBLK_CORE_HOST_SESSION_H
 
 #include "protocol.h"
+#include "rto.h"
 #include "types.h"
 
 namespace nb {

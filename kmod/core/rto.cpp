@@ -7,6 +7,15 @@ namespace nb {
 /* RFC 6298: alpha 1/8, beta 1/4, K 4; a timeout doubles at most this often. */
 constexpr u32 backoff_shift_max = 16;
 
+u64 busy_backoff_ns(u32 busy)
+{
+	u64 wait = busy_backoff_min_ns;
+
+	for (u32 k = 1; k < busy && wait < busy_backoff_max_ns; k++)
+		wait *= 2;
+	return min(wait, busy_backoff_max_ns);
+}
+
 void rto_estimator::init(u64 initial_ns, u64 min_ns, u64 max_ns)
 {
 	srtt_ns_ = 0;

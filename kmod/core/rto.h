@@ -24,6 +24,15 @@
 
 namespace nb {
 
+/*
+ * How long to wait before sending again what was answered EAGAIN for the
+ * @busy-th time (1, 2, ...): 0.5 ms doubling to 50 ms, as the reference
+ * client; callers add their own jitter.
+ */
+constexpr u64 busy_backoff_min_ns = 500000;
+constexpr u64 busy_backoff_max_ns = 50000000;
+u64 busy_backoff_ns(u32 busy);
+
 class rto_estimator {
 public:
 	void init(u64 initial_ns, u64 min_ns, u64 max_ns);
