@@ -129,6 +129,7 @@ bool host_queue::add(u32 tag, u8 op, u64 offset, u32 length, u16 flags, u32 at, 
 	if (!r.active) {
 		r = {};
 		r.active = true;
+		r.queued_ns = now_ns ? now_ns : 1;
 	}
 	r.left++;
 	return true;
@@ -163,8 +164,6 @@ u32 host_queue::pick(u64 now_ns, u32 *out, u32 max)
 		p.sent_ns = now_ns;
 		p.sends++;
 		p.sent_no = ++counters_.sends;
-		if (!requests_[p.tag].first_sent_ns)
-			requests_[p.tag].first_sent_ns = now_ns ? now_ns : 1;
 		out[n++] = i;
 	}
 	return n;
@@ -352,12 +351,12 @@ u64 host_queue::expire_deadlines(u64 now_ns)
 	for (u32 tag = 0; tag < cfg_.requests; tag++) {
 		request &r = requests_[tag];
 
-		if (!r.active || !r.first_sent_ns)
+		if (!r.active)
 			continue;
-		if (now_ns - r.first_sent_ns >= cfg_.deadline_ns)
+		if (now_ns - r.queued_ns >= cfg_.deadline_ns)
 			fail_request(tag, status_eio);
-		else if (!soonest || r.first_sent_ns + cfg_.deadline_ns < soonest)
-			soonest = r.first_sent_ns + cfg_.deadline_ns;
+		else if (!soonest || r.queued_ns + cfg_.deadline_ns < soonest)
+			soonest = r.queued_ns + cfg_.deadline_ns;
 	}
 	return soonest;
 }

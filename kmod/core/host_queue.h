@@ -21,8 +21,8 @@
  *    outstanding is numbered again in it and sent again, in order.
  *  - Any other refusal fails the request with that status.  By default
  *    nothing else ever fails one (a server restart or a network outage is
- *    waited out); with a deadline, a request not done that long after its
- *    first send fails EIO.
+ *    waited out); with a deadline, a request not done that long after it
+ *    was added fails EIO -- sent or not (a session that cannot be opened).
  *
  * The owner (the kernel shim, or a unit test) owns the requests and their
  * data, and knows each request by a tag from 0 to requests - 1; events go
@@ -54,7 +54,7 @@ struct host_config {
 	u64 rto_initial_ns;
 	u64 rto_min_ns;
 	u64 rto_max_ns;
-	u64 deadline_ns;	/* a request not done this long after its first send fails; 0: never */
+	u64 deadline_ns;	/* a request not done this long after it was added fails; 0: never */
 	u64 seed;		/* the back-offs' randomness */
 };
 
@@ -134,14 +134,34 @@ public:
 	void cancel(u32 tag, u16 status);
 	void cancel_all(u16 status);
 
-	/* The instance has this many slots now (a new INFO). */
-	void set_slots(u32 slots) { window_.set_cap(slots); }
+	/*
+	 * What a (new) INFO says: the instance's slots cap the window, and
+	 * READs queued from now on are answered in chunks of @max_io.  A
+	 * @window not 0 starts the window again at that size (the first INFO).
+	 */
+	void set_limits(u32 slots, u32 max_io, u32 window)
+	{
+		if (window)
+			window_.init(slots, window);
+		else
+			window_.set_cap(slots);
+		if (max_io)
+			cfg_.max_io = max_io;
+	}
 
 	const host_counters &counters() const { return counters_; }
 	const rto_estimator &rto() const { return rto_; }
 	const send_window &window() const { return window_; }
 	u32 outstanding() const { return lists_[list_outstanding].count; }
 	u32 queued() const { return lists_[list_queued].count; }
+	/* Whether a timer must run: datagrams outstanding or backed off, or a deadline. */
+	bool waiting() const
+	{
+		return lists_[list_outstanding].count || lists_[list_backoff].count ||
+		       (cfg_.deadline_ns && lists_[list_queued].count);
+	}
+	/* How many more datagrams add() takes now. */
+	u32 free_datagrams() const { return lists_[list_free].count; }
 	u64 next_seq() const { return next_seq_; }
 
 private:
@@ -168,7 +188,7 @@ private:
 	};
 
 	struct request {
-		u64 first_sent_ns;	/* 0: not sent yet */
+		u64 queued_ns;		/* when its first datagram was added */
 		u32 left;		/* datagrams not answered yet */
 		bool active;
 	};

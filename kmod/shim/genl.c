@@ -5,6 +5,7 @@
  */
 #include "netblk.h"
 #include "compat.h"
+#include "../host/host.h"
 
 #include <net/genetlink.h>
 #include <net/netlink.h>
@@ -35,6 +36,11 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_SESSIONS]	= NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_sessions_range),
 	[NETBLK_A_KEY]		= NLA_POLICY_EXACT_LEN(NETBLK_KEY_BYTES),
 	[NETBLK_A_AUTH]		= NLA_POLICY_MAX(NLA_U32, NETBLK_AUTH_FULL),
+	[NETBLK_A_ADDR]		= { .type = NLA_U32 },
+	[NETBLK_A_DISK]		= { .type = NLA_NUL_STRING, .len = DISK_NAME_LEN - 1 },
+	[NETBLK_A_QUEUE_DEPTH]	= NLA_POLICY_RANGE(NLA_U32, 1, NETBLK_HOST_DEPTH_MAX),
+	[NETBLK_A_TIMEOUT_MS]	= { .type = NLA_U32 },
+	[NETBLK_A_FORCE]	= { .type = NLA_FLAG },
 };
 
 static struct genl_family netblk_family;
@@ -602,6 +608,265 @@ static int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb)
 	return err ? err : skb->len;
 }
 
+/* ---- the block-device client: ATTACH, DETACH, ATTACHED ---- */
+
+/* Each counter of an attachment and its attribute in NETBLK_A_HOST_STATS. */
+#define NETBLK_HS_CORE(attr, field) { attr, 0, offsetof(struct netblk_host_stats, field) }
+#define NETBLK_HS_SHIM(attr, field) { attr, 1, offsetof(struct netblk_host_shim_stats, field) }
+static const struct {
+	u16 attr;
+	u16 shim;	/* in struct netblk_host_shim_stats, not the core's */
+	u16 offset;
+} netblk_host_stat_fields[] = {
+	NETBLK_HS_SHIM(NETBLK_HS_REQUESTS, requests),
+	NETBLK_HS_SHIM(NETBLK_HS_ERRORS, errors),
+	NETBLK_HS_CORE(NETBLK_HS_SENDS, sends),
+	NETBLK_HS_CORE(NETBLK_HS_TIMEOUTS, timeouts),
+	NETBLK_HS_CORE(NETBLK_HS_FAST_RESENDS, fast_resends),
+	NETBLK_HS_CORE(NETBLK_HS_BUSY, busy),
+	NETBLK_HS_CORE(NETBLK_HS_STRAY, stray),
+	NETBLK_HS_CORE(NETBLK_HS_DUPLICATES, duplicates),
+	NETBLK_HS_CORE(NETBLK_HS_SESSIONS_OPENED, sessions_opened),
+	NETBLK_HS_CORE(NETBLK_HS_RENUMBERED, renumbered),
+	NETBLK_HS_CORE(NETBLK_HS_REFUSED, refused),
+	NETBLK_HS_CORE(NETBLK_HS_COMPLETED, completed),
+	NETBLK_HS_CORE(NETBLK_HS_FAILED, failed),
+	NETBLK_HS_CORE(NETBLK_HS_WINDOW, window),
+	NETBLK_HS_CORE(NETBLK_HS_WINDOW_DECREASES, window_decreases),
+	NETBLK_HS_CORE(NETBLK_HS_SRTT_NS, srtt_ns),
+	NETBLK_HS_CORE(NETBLK_HS_RTO_NS, rto_ns),
+	NETBLK_HS_CORE(NETBLK_HS_OUTSTANDING, outstanding),
+	NETBLK_HS_CORE(NETBLK_HS_QUEUED, queued),
+	NETBLK_HS_SHIM(NETBLK_HS_BYTES_IN_PLACE, bytes_in_place),
+	NETBLK_HS_SHIM(NETBLK_HS_BYTES_COPIED, bytes_copied),
+	NETBLK_HS_SHIM(NETBLK_HS_READ_BYTES_COPIED, read_bytes_copied),
+	NETBLK_HS_SHIM(NETBLK_HS_TX_ERRORS, tx_errors),
+	NETBLK_HS_SHIM(NETBLK_HS_TX_DROPPED, tx_dropped),
+	NETBLK_HS_SHIM(NETBLK_HS_RX_DATAGRAMS, rx_datagrams),
+};
+
+static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)
+{
+	struct netblk_host_shim_stats shim;
+	struct netblk_host_stats core;
+	struct nlattr *nest;
+	unsigned int i;
+
+	/* every counter but the padding attribute has its row */
+	BUILD_BUG_ON(ARRAY_SIZE(netblk_host_stat_fields) != NETBLK_HS_MAX - 1);
+	netblk_host_read_stats(att, &core, &shim);
+	nest = nla_nest_start(skb, NETBLK_A_HOST_STATS);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < ARRAY_SIZE(netblk_host_stat_fields); i++) {
+		const void *base = netblk_host_stat_fields[i].shim ? (const void *)&shim :
+								      (const void *)&core;
+		const u64 *value = base + netblk_host_stat_fields[i].offset;
+
+		if (nla_put_u64_64bit(skb, netblk_host_stat_fields[i].attr, *value, NETBLK_HS_PAD))
+			goto cancel;
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+
+cancel:
+	nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment *att,
+				  u32 portid, u32 seq, int flags, u8 cmd, bool stats)
+{
+	const struct netblk_attach_params *p = &att->params;
+	void *hdr = genlmsg_put(skb, portid, seq, &netblk_family, flags, cmd);
+
+	if (!hdr)
+		return -EMSGSIZE;
+	if (nla_put_string(skb, NETBLK_A_DISK, att->name) ||
+	    nla_put_in_addr(skb, NETBLK_A_ADDR, p->addr) ||
+	    nla_put_u16(skb, NETBLK_A_PORT, p->port) ||
+	    (p->ifname[0] && nla_put_string(skb, NETBLK_A_IFNAME, p->ifname)) ||
+	    (p->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
+	    nla_put_u64_64bit(skb, NETBLK_A_SIZE, att->info.size_bytes, NETBLK_A_PAD) ||
+	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, att->info.sector_size) ||
+	    nla_put_u32(skb, NETBLK_A_MAX_IO, att->info.max_io) ||
+	    nla_put_u32(skb, NETBLK_A_SLOTS, att->info.slots) ||
+	    nla_put_u32(skb, NETBLK_A_QUEUE_DEPTH, p->queue_depth) ||
+	    nla_put_u32(skb, NETBLK_A_TIMEOUT_MS, p->timeout_ms) ||
+	    nla_put_u32(skb, NETBLK_A_AUTH, p->has_key ? NETBLK_AUTH_HEADER : NETBLK_AUTH_NONE) ||
+	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS,
+			      div_u64(ktime_get_boottime_ns() - att->attached_ns, NSEC_PER_MSEC),
+			      NETBLK_A_PAD) ||
+	    (stats && netblk_put_host_stats(skb, att))) {
+		genlmsg_cancel(skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+static int netblk_parse_attach(struct genl_info *info, struct netblk_attach_params *p)
+{
+	struct nlattr **a = info->attrs;
+
+	if (GENL_REQ_ATTR_CHECK(info, NETBLK_A_ADDR) ||
+	    GENL_REQ_ATTR_CHECK(info, NETBLK_A_PORT))
+		return -EINVAL;
+	memset(p, 0, sizeof(*p));
+	p->addr = nla_get_in_addr(a[NETBLK_A_ADDR]);
+	p->port = nla_get_u16(a[NETBLK_A_PORT]);
+	if (!p->port) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_PORT], "port 0: give the instance's port");
+		return -EINVAL;
+	}
+	if (ipv4_is_multicast(p->addr) || ipv4_is_lbcast(p->addr) || ipv4_is_zeronet(p->addr)) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_ADDR],
+				    "not an address one host answers from: give the server's");
+		return -EINVAL;
+	}
+	if (a[NETBLK_A_IFNAME])
+		nla_strscpy(p->ifname, a[NETBLK_A_IFNAME], sizeof(p->ifname));
+	p->read_only = nla_get_flag(a[NETBLK_A_READ_ONLY]);
+	p->queue_depth = a[NETBLK_A_QUEUE_DEPTH] ? nla_get_u32(a[NETBLK_A_QUEUE_DEPTH]) :
+						   NETBLK_HOST_DEPTH_DEFAULT;
+	p->timeout_ms = a[NETBLK_A_TIMEOUT_MS] ? nla_get_u32(a[NETBLK_A_TIMEOUT_MS]) : 0;
+	if (a[NETBLK_A_AUTH] && nla_get_u32(a[NETBLK_A_AUTH]) == NETBLK_AUTH_FULL) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_AUTH],
+				    "the block-device client tags headers only: serve it with auth=header");
+		return -EOPNOTSUPP;
+	}
+	if (a[NETBLK_A_KEY]) {
+		p->has_key = true;
+		nla_memcpy(p->key, a[NETBLK_A_KEY], sizeof(p->key));
+	}
+	return 0;
+}
+
+static int netblk_cmd_attach(struct sk_buff *skb, struct genl_info *info)
+{
+	struct netblk_attach_params *params;
+	struct netblk_attachment *att;
+	struct sk_buff *reply = NULL;
+	int err;
+
+	params = kzalloc(sizeof(*params), GFP_KERNEL);
+	if (!params)
+		return -ENOMEM;
+	err = netblk_parse_attach(info, params);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!reply)
+		goto out;
+
+	mutex_lock(&netblk_lock);
+	if (netblk_unloading) {
+		mutex_unlock(&netblk_lock);
+		NL_SET_ERR_MSG(info->extack, "netblk is being unloaded");
+		err = -ESHUTDOWN;
+		goto out;
+	}
+	err = netblk_host_attach(params, genl_info_net(info), info->extack, &att);
+	if (!err)
+		err = netblk_fill_attachment(reply, att, info->snd_portid, info->snd_seq, 0,
+					     NETBLK_CMD_ATTACH, false);
+	mutex_unlock(&netblk_lock);
+	if (!err) {
+		err = genlmsg_reply(reply, info);
+		reply = NULL;
+	}
+out:
+	nlmsg_free(reply);
+	kfree_sensitive(params);	/* it may hold a key */
+	return err;
+}
+
+static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detached)
+{
+	struct netblk_attachment *att, *next;
+	char name[DISK_NAME_LEN];
+	int err;
+
+	*detached = 0;
+	if (info->attrs[NETBLK_A_ALL]) {
+		list_for_each_entry_safe(att, next, &netblk_attachments, node) {
+			err = netblk_host_detach(att, force, info->extack);
+			if (err)
+				return err;
+			(*detached)++;
+		}
+		return 0;
+	}
+	nla_strscpy(name, info->attrs[NETBLK_A_DISK], sizeof(name));
+	att = netblk_host_find(name);
+	if (!att) {
+		NL_SET_ERR_MSG_FMT(info->extack, "%s is not attached (netblkctl list shows what is)",
+				   name);
+		return -ENOENT;
+	}
+	err = netblk_host_detach(att, force, info->extack);
+	if (!err)
+		*detached = 1;
+	return err;
+}
+
+static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
+{
+	struct sk_buff *reply;
+	u32 detached;
+	void *hdr;
+	int err;
+
+	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_DISK]) {
+		NL_SET_ERR_MSG(info->extack, "name the device to detach (netblkN), or all");
+		return -EINVAL;
+	}
+	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!reply)
+		return -ENOMEM;
+	mutex_lock(&netblk_lock);
+	err = netblk_detach_targets(info, nla_get_flag(info->attrs[NETBLK_A_FORCE]), &detached);
+	mutex_unlock(&netblk_lock);
+	if (err) {
+		nlmsg_free(reply);
+		return err;
+	}
+	hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, NETBLK_CMD_DETACH);
+	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, detached)) {
+		nlmsg_free(reply);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(reply, hdr);
+	return genlmsg_reply(reply, info);
+}
+
+/* One message per attachment; cb->args[0] as in netblk_dump_list. */
+static int netblk_dump_attached(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct netblk_attachment *att;
+	long index = 0, skip = cb->args[0];
+	int err = 0;
+
+	mutex_lock(&netblk_lock);
+	list_for_each_entry(att, &netblk_attachments, node) {
+		if (index++ < skip)
+			continue;
+		err = netblk_fill_attachment(skb, att, NETLINK_CB(cb->skb).portid,
+					     cb->nlh->nlmsg_seq, NLM_F_MULTI, NETBLK_CMD_ATTACHED,
+					     true);
+		if (err) {
+			index--;
+			break;
+		}
+	}
+	mutex_unlock(&netblk_lock);
+	cb->args[0] = index;
+	if (err && index > skip)
+		return skb->len;
+	return err ? err : skb->len;
+}
+
 static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_START,
@@ -617,6 +882,21 @@ static const struct genl_ops netblk_ops[] = {
 		/* device paths, addresses and allowlists are not for every user */
 		.cmd = NETBLK_CMD_LIST,
 		.dumpit = netblk_dump_list,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = NETBLK_CMD_ATTACH,
+		.doit = netblk_cmd_attach,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = NETBLK_CMD_DETACH,
+		.doit = netblk_cmd_detach,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = NETBLK_CMD_ATTACHED,
+		.dumpit = netblk_dump_attached,
 		.flags = GENL_ADMIN_PERM,
 	},
 };

@@ -6,6 +6,7 @@
  * netlink (genl.c); unloading stops every one first.
  */
 #include "netblk.h"
+#include "../host/host.h"
 
 #include <linux/module.h>
 #include <net/genetlink.h>
@@ -33,13 +34,23 @@ static int __init netblk_init(void)
 		pr_err("cannot register the network notifiers: %d\n", err);
 		return err;
 	}
+	err = netblk_host_init();
+	if (err) {
+		pr_err("cannot set up the block-device client: %d\n", err);
+		goto monitor;
+	}
 	err = netblk_genl_register();
 	if (err) {
 		pr_err("cannot register the generic netlink family: %d\n", err);
-		netblk_monitor_exit();
-		return err;
+		goto host;
 	}
 	return 0;
+
+host:
+	netblk_host_exit();
+monitor:
+	netblk_monitor_exit();
+	return err;
 }
 
 static void __exit netblk_exit(void)
@@ -52,6 +63,7 @@ static void __exit netblk_exit(void)
 	netblk_unloading = true;
 	mutex_unlock(&netblk_lock);
 	netblk_stop_all(NETBLK_REASON_RMMOD);
+	netblk_host_exit();	/* detaches every device, failing what it had outstanding */
 	netblk_monitor_exit();
 	netblk_genl_unregister();
 }

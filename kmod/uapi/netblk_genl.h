@@ -28,6 +28,18 @@
  *                               the instance's attributes as in LIST (no
  *                               STATS).
  *
+ * ATTACH (doit, CAP_NET_ADMIN)  ADDR, PORT, [IFNAME], [READ_ONLY],
+ *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY]
+ *        the block-device client: opens a session with the instance at
+ *        ADDR:PORT, asks INFO, and makes /dev/netblkN of it.  reply: one
+ *        NETBLK_CMD_ATTACH message describing it (as an ATTACHED entry).
+ * DETACH (doit, CAP_NET_ADMIN)  DISK, or ALL; [FORCE]
+ *        refused (EBUSY) while the disk is open unless FORCE, which fails
+ *        its outstanding I/O.  reply: NETBLK_CMD_DETACH with STOPPED (u32:
+ *        how many were detached).
+ * ATTACHED (dumpit, CAP_NET_ADMIN) one message per attached device, with
+ *                               HOST_STATS.
+ *
  * Every refusal is an errno with an extended-ack message saying what to
  * change.
  */
@@ -43,6 +55,7 @@
 #define NETBLK_ALLOW_MAX		64	/* prefixes in an allowlist */
 #define NETBLK_KEY_BYTES		16	/* a key= key: SipHash-2-4's 128 bits */
 #define NETBLK_SESSIONS_LIMIT		65536	/* sessions= at most */
+#define NETBLK_HOST_DEPTH_LIMIT		1024	/* ATTACH's queue-depth= at most */
 
 /* NETBLK_A_AUTH: what a keyed instance's tags cover (docs/protocol.md). */
 enum netblk_auth {
@@ -64,6 +77,9 @@ enum netblk_cmd {
 	NETBLK_CMD_STOP,
 	NETBLK_CMD_LIST,
 	NETBLK_CMD_EVENT,
+	NETBLK_CMD_ATTACH,
+	NETBLK_CMD_DETACH,
+	NETBLK_CMD_ATTACHED,
 	__NETBLK_CMD_MAX,
 };
 #define NETBLK_CMD_MAX (__NETBLK_CMD_MAX - 1)
@@ -117,6 +133,11 @@ enum netblk_attr {
 	/* binary, NETBLK_KEY_BYTES: accept only datagrams tagged with this key (START only) */
 	NETBLK_A_KEY,
 	NETBLK_A_AUTH,		/* u32: enum netblk_auth; absent: NONE, or HEADER with a key */
+	NETBLK_A_DISK,		/* string: an attached device, netblkN */
+	NETBLK_A_QUEUE_DEPTH,	/* u32: ATTACH's requests in flight, 1..1024 (64) */
+	NETBLK_A_TIMEOUT_MS,	/* u32: ATTACH: fail I/O not done in this long; absent or 0: never */
+	NETBLK_A_FORCE,		/* flag: DETACH an open device */
+	NETBLK_A_HOST_STATS,	/* nested: enum netblk_host_stat_attr (ATTACHED) */
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
@@ -217,6 +238,42 @@ enum netblk_stat_attr {
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
+
+/*
+ * Counters of one attached device, nested in NETBLK_A_HOST_STATS, each a
+ * u64 (the client core's struct netblk_host_stats and the shim's).
+ */
+enum netblk_host_stat_attr {
+	NETBLK_HS_UNSPEC,
+	NETBLK_HS_PAD,
+	NETBLK_HS_REQUESTS,		/* block requests taken */
+	NETBLK_HS_ERRORS,		/* block requests ended with an error */
+	NETBLK_HS_SENDS,		/* datagrams sent, resends and HELLOs included */
+	NETBLK_HS_TIMEOUTS,		/* resends after silence */
+	NETBLK_HS_FAST_RESENDS,		/* resends of datagrams overtaken by later answers */
+	NETBLK_HS_BUSY,			/* EAGAIN answers */
+	NETBLK_HS_STRAY,		/* answers to nothing outstanding */
+	NETBLK_HS_DUPLICATES,		/* READ answers had already */
+	NETBLK_HS_SESSIONS_OPENED,	/* more than 1: the instance was started again */
+	NETBLK_HS_RENUMBERED,		/* datagrams sent again in a new session */
+	NETBLK_HS_REFUSED,		/* HELLOs refused */
+	NETBLK_HS_COMPLETED,
+	NETBLK_HS_FAILED,
+	NETBLK_HS_WINDOW,		/* a gauge: datagrams that may be outstanding */
+	NETBLK_HS_WINDOW_DECREASES,
+	NETBLK_HS_SRTT_NS,		/* a gauge: the smoothed round trip */
+	NETBLK_HS_RTO_NS,		/* a gauge: the resend timeout now */
+	NETBLK_HS_OUTSTANDING,		/* a gauge */
+	NETBLK_HS_QUEUED,		/* a gauge: datagrams waiting for the window */
+	NETBLK_HS_BYTES_IN_PLACE,	/* WRITE data sent from the request's pages */
+	NETBLK_HS_BYTES_COPIED,		/* WRITE data the socket had to copy */
+	NETBLK_HS_READ_BYTES_COPIED,	/* READ data copied from answers */
+	NETBLK_HS_TX_ERRORS,
+	NETBLK_HS_TX_DROPPED,
+	NETBLK_HS_RX_DATAGRAMS,
+	__NETBLK_HS_MAX,
+};
+#define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)
 
 /*
  * The service-time histogram of an instance, nested in NETBLK_A_LATENCY:

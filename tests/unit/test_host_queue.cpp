@@ -470,7 +470,7 @@ TEST_F(Queue, ByDefaultSilenceIsWaitedOutForeverWithTheTimeoutBackedOff)
 	EXPECT_LT(q.counters().timeouts, 130u);	/* 5 s apart, once backed off */
 }
 
-TEST_F(Queue, WithADeadlineARequestFailsEioThatLongAfterItsFirstSend)
+TEST_F(Queue, WithADeadlineARequestFailsEioThatLongAfterItWasAdded)
 {
 	host_config c = config();
 	c.deadline_ns = 5 * sec;
@@ -489,6 +489,23 @@ TEST_F(Queue, WithADeadlineARequestFailsEioThatLongAfterItsFirstSend)
 	EXPECT_EQ(done[0].status, status_eio);
 	EXPECT_EQ(now, first + 5 * sec);
 	EXPECT_EQ(q.outstanding() + q.queued(), 0u);
+}
+
+TEST_F(Queue, WithADeadlineARequestNeverSentFailsToo)
+{
+	/* no session can be opened: nothing is ever picked */
+	host_config c = config();
+	c.deadline_ns = 5 * sec;
+	start(c);
+	add_write(2, 0);
+	now += 4 * sec;
+	EXPECT_EQ(q.expire(now), now + sec);
+	EXPECT_TRUE(done.empty());
+	now += sec;
+	q.expire(now);
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(done[0].status, status_eio);
+	EXPECT_EQ(q.queued(), 0u);
 }
 
 TEST_F(Queue, CancelFailsWhatIsQueuedAndOutstanding)

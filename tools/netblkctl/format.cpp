@@ -389,6 +389,44 @@ std::string format_started(const netblk_instance &inst)
 	return o.str();
 }
 
+std::string format_attached(const netblk_attached &att)
+{
+	std::ostringstream o;
+	o << "netblk: /dev/" << att.disk << " is " << format_ipv4(att.addr) << ":" << att.port
+	  << " (" << format_size(att.size) << ", " << (att.read_only ? "read-only" : "read-write")
+	  << "), " << att.max_io << " bytes a datagram";
+	return o.str();
+}
+
+std::string format_attached_text(const netblk_attached &att)
+{
+	auto st = [&](netblk_host_stat_attr s) { return att.stat(s); };
+	std::ostringstream o;
+	o << "/dev/" << att.disk << ": " << format_ipv4(att.addr) << ":" << att.port << " ("
+	  << format_size(att.size) << ", " << (att.read_only ? "ro" : "rw") << "), "
+	  << att.max_io << " bytes a datagram, queue depth " << att.queue_depth << ", "
+	  << (att.timeout_ms ? "I/O fails after " + std::to_string(att.timeout_ms) + " ms"
+			     : std::string("I/O waits for the server"))
+	  << ", key " << auth_name(att.auth) << ", up " << att.uptime_ms / 1000 << " s\n";
+	o << "  requests " << st(NETBLK_HS_REQUESTS) << " (errors " << st(NETBLK_HS_ERRORS)
+	  << "), datagrams sent " << st(NETBLK_HS_SENDS) << ", received "
+	  << st(NETBLK_HS_RX_DATAGRAMS) << ", outstanding " << st(NETBLK_HS_OUTSTANDING)
+	  << " (window " << st(NETBLK_HS_WINDOW) << " of " << att.slots << ", queued "
+	  << st(NETBLK_HS_QUEUED) << ")\n";
+	o << "  resends: timeout " << st(NETBLK_HS_TIMEOUTS) << ", fast "
+	  << st(NETBLK_HS_FAST_RESENDS) << ", busy " << st(NETBLK_HS_BUSY) << "; window cut "
+	  << st(NETBLK_HS_WINDOW_DECREASES) << " times; srtt " << format_us(st(NETBLK_HS_SRTT_NS))
+	  << " us, rto " << format_us(st(NETBLK_HS_RTO_NS)) << " us\n";
+	o << "  sessions opened " << st(NETBLK_HS_SESSIONS_OPENED) << " (renumbered "
+	  << st(NETBLK_HS_RENUMBERED) << ", refused " << st(NETBLK_HS_REFUSED) << "), stray "
+	  << st(NETBLK_HS_STRAY) << ", duplicates " << st(NETBLK_HS_DUPLICATES) << "\n";
+	o << "  write data sent in place " << format_size(st(NETBLK_HS_BYTES_IN_PLACE))
+	  << ", copied " << format_size(st(NETBLK_HS_BYTES_COPIED)) << "; read data copied "
+	  << format_size(st(NETBLK_HS_READ_BYTES_COPIED)) << "; send errors "
+	  << st(NETBLK_HS_TX_ERRORS) << ", dropped " << st(NETBLK_HS_TX_DROPPED) << "\n";
+	return o.str();
+}
+
 std::string format_instance_text(const netblk_instance &inst)
 {
 	auto st = [&](netblk_stat_attr s) { return inst.stat(s); };

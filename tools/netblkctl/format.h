@@ -52,6 +52,26 @@ struct netblk_instance {
 	uint64_t stat(netblk_stat_attr s) const { return stats[s]; }
 };
 
+// One device of the block-device client: an ATTACH reply or an ATTACHED entry.
+struct netblk_attached {
+	std::string disk;		// netblkN
+	uint32_t addr = 0;		// the instance's IPv4, network order
+	uint16_t port = 0;
+	std::string ifname;		// dev=, "" when the route decides
+	bool read_only = false;
+	uint64_t size = 0;		// bytes
+	uint32_t sector_size = 0;
+	uint32_t max_io = 0;
+	uint32_t slots = 0;		// the instance's
+	uint32_t queue_depth = 0;
+	uint32_t timeout_ms = 0;	// 0: I/O never fails on its own
+	uint32_t auth = 0;		// enum netblk_auth
+	uint64_t uptime_ms = 0;
+	std::array<uint64_t, NETBLK_HS_MAX + 1> stats{};	// by enum netblk_host_stat_attr
+
+	uint64_t stat(netblk_host_stat_attr s) const { return stats[s]; }
+};
+
 // A NETBLK_CMD_EVENT message of the "events" group.
 struct netblk_event_info {
 	uint32_t event = 0;	// enum netblk_event (NETBLK_EVENT_*)
@@ -102,6 +122,13 @@ const char *auth_name(uint32_t auth);
 
 // The line `netblkctl start` prints (no newline).
 std::string format_started(const netblk_instance &inst);
+
+// The line `netblkctl attach` prints (no newline):
+// "netblk: /dev/netblk0 is 10.0.0.5:7000 (256 MiB, read-write), 1024 bytes a datagram".
+std::string format_attached(const netblk_attached &att);
+
+// The lines `netblkctl list` prints for one attached device (newline-terminated).
+std::string format_attached_text(const netblk_attached &att);
 
 // The lines `netblkctl list` prints for one instance (newline-terminated).
 std::string format_instance_text(const netblk_instance &inst);

@@ -43,6 +43,9 @@ constexpr const char usage_text[] =
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
 	"       netblkctl stop <port>|all\n"
+	"       netblkctl attach <addr> <port> [ro] [dev=IFACE] [queue-depth=N] [timeout=S]\n"
+	"                       [key=FILE]\n"
+	"       netblkctl detach <netblkN>|all [--force]\n"
 	"       netblkctl genkey\n"
 	"       netblkctl --help\n"
 	"\n"
@@ -67,6 +70,15 @@ constexpr const char usage_text[] =
 	"        text format (node_exporter's textfile collector)\n"
 	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
 	"        the disk to finish what it has (list shows an instance that takes longer)\n"
+	"attach  make /dev/netblkN of the instance at <addr>:<port> (the block-device client)\n"
+	"          ro         refuse writes (an instance that serves read-only is attached so)\n"
+	"          dev=IFACE  send through this network interface only\n"
+	"          queue-depth=N  requests in flight (1..1024, default 64)\n"
+	"          timeout=S  fail I/O the server has not answered in S seconds (default:\n"
+	"                     wait for it, however long it is away)\n"
+	"          key=FILE   tag every datagram with this key (an instance's auth=header)\n"
+	"detach  remove /dev/netblkN, or all of them; refused while one is open (mounted)\n"
+	"        unless --force, which fails its outstanding I/O\n"
 	"genkey  print a new random key for key= (keep it where only root can read it)\n";
 
 int usage_error(const std::string &msg)
@@ -187,10 +199,11 @@ std::string parse_allow(std::string_view list, std::vector<netblk_prefix> &out)
 
 // One of start's trailing options; "" when fine, else what is wrong.
 // key=FILE: the key from the file; "" when fine, else what is wrong.
-std::string read_key_file(std::string_view path_text, netblk_start_args &args)
+std::string read_key_file(std::string_view path_text,
+			  std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> &out)
 {
 	std::string path(path_text);
-	if (args.key)
+	if (out)
 		return "key= given twice";
 	if (path.empty())
 		return "key= needs a file (netblkctl genkey > FILE makes one)";
@@ -208,7 +221,7 @@ std::string read_key_file(std::string_view path_text, netblk_start_args &args)
 	if (shared)
 		fprintf(stderr, "netblkctl: warning: key file %s can be read by others "
 			"(chmod 600 it)\n", path.c_str());
-	args.key = key;
+	out = key;
 	return {};
 }
 
@@ -269,7 +282,7 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 		return {};
 	}
 	if (arg.starts_with("key="))
-		return read_key_file(arg.substr(4), args);
+		return read_key_file(arg.substr(4), args.key);
 	if (arg.starts_with("auth=")) {
 		std::string_view mode = arg.substr(5);
 		if (args.auth)
@@ -460,18 +473,21 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
-void print_list(const std::vector<netblk_instance> &insts, bool json)
+void print_list(const std::vector<netblk_instance> &insts,
+		const std::vector<netblk_attached> &atts, bool json)
 {
 	if (json) {
 		fputs(format_instances_json(insts).c_str(), stdout);
 		return;
 	}
-	if (insts.empty()) {
+	if (insts.empty() && atts.empty()) {
 		puts("netblk: no instances");
 		return;
 	}
 	for (const auto &inst : insts)
 		fputs(format_instance_text(inst).c_str(), stdout);
+	for (const auto &att : atts)
+		fputs(format_attached_text(att).c_str(), stdout);
 }
 
 // Every instance, as LIST dumps them; 0, or the exit status of the failure
@@ -503,7 +519,16 @@ int cmd_list(const std::vector<std::string_view> &argv)
 	std::vector<netblk_instance> insts;
 	if (int rc = dump_instances(insts))
 		return rc;
-	print_list(insts, json);
+	std::vector<netblk_attached> atts;
+	if (!json) {
+		netblk_client client;
+		int rc;
+		if (!connect(client, rc))
+			return rc;
+		if (nl_status st = client.attached(atts); !st.ok())
+			return failed(st);
+	}
+	print_list(insts, atts, json);
 	return finish();
 }
 
@@ -516,6 +541,105 @@ int cmd_stats(const std::vector<std::string_view> &argv)
 	if (int rc = dump_instances(insts))
 		return rc;
 	fputs(format_prometheus(insts).c_str(), stdout);
+	return finish();
+}
+
+// One of attach's trailing options; "" when fine, else what is wrong.
+std::string parse_attach_option(std::string_view arg, netblk_attach_args &args)
+{
+	if (arg == "ro") {
+		args.read_only = true;
+		return {};
+	}
+	if (arg.starts_with("dev=")) {
+		if (args.ifname)
+			return "dev= given twice";
+		if (arg.size() == 4 || arg.size() - 4 >= IFNAMSIZ)
+			return "dev= needs an interface name (at most 15 characters)";
+		args.ifname = std::string(arg.substr(4));
+		return {};
+	}
+	if (arg.starts_with("queue-depth=")) {
+		auto v = parse_u32(arg.substr(12));
+		if (!v || *v < 1 || *v > NETBLK_HOST_DEPTH_LIMIT)
+			return "bad queue-depth '" + std::string(arg.substr(12)) + "' (want 1..1024)";
+		args.queue_depth = *v;
+		return {};
+	}
+	if (arg.starts_with("timeout=")) {
+		auto v = parse_u32(arg.substr(8));
+		if (!v || *v < 1 || *v > 86400)
+			return "bad timeout '" + std::string(arg.substr(8)) +
+			       "' (want whole seconds, 1..86400; leave it out to wait for the server)";
+		args.timeout_ms = *v * 1000;
+		return {};
+	}
+	if (arg.starts_with("key="))
+		return read_key_file(arg.substr(4), args.key);
+	return "unknown attach option '" + std::string(arg) + "'";
+}
+
+int cmd_attach(const std::vector<std::string_view> &argv)
+{
+	if (argv.size() < 2)
+		return usage_error("attach needs <addr> <port>");
+	netblk_attach_args args;
+	std::string addr(argv[0]);
+	in_addr a;
+	if (inet_pton(AF_INET, addr.c_str(), &a) != 1)
+		return usage_error("bad address '" + addr + "' (want an IPv4 address, a.b.c.d)");
+	args.addr = a.s_addr;
+	auto port = parse_port(argv[1]);
+	if (!port)
+		return usage_error("bad port '" + std::string(argv[1]) + "' (want 1..65535)");
+	args.port = *port;
+	for (size_t i = 2; i < argv.size(); i++)
+		if (std::string err = parse_attach_option(argv[i], args); !err.empty())
+			return usage_error(err);
+
+	netblk_client client;
+	int rc;
+	if (!connect(client, rc))
+		return rc;
+	netblk_attached att;
+	bool described;
+	if (nl_status st = client.attach(args, att, described); !st.ok())
+		return failed(st);
+	if (!described) {
+		fprintf(stderr, "netblkctl: the module attached a device but did not say which "
+			"(does netblkctl match the module?)\n");
+		return exit_failed;
+	}
+	puts(format_attached(att).c_str());
+	return finish();
+}
+
+int cmd_detach(const std::vector<std::string_view> &argv)
+{
+	std::optional<std::string> disk;
+	bool force = false, all = false;
+	for (auto arg : argv) {
+		if (arg == "--force")
+			force = true;
+		else if (arg == "all" && !disk && !all)
+			all = true;
+		else if (!disk && !all && !arg.empty() && arg[0] != '-')
+			disk = std::string(arg);
+		else
+			return usage_error("detach needs one <netblkN> (or /dev/netblkN), or all, "
+					   "and maybe --force");
+	}
+	if (!disk && !all)
+		return usage_error("detach needs one <netblkN> (or /dev/netblkN), or all");
+
+	netblk_client client;
+	int rc;
+	if (!connect(client, rc))
+		return rc;
+	uint32_t detached;
+	if (nl_status st = client.detach(disk, force, detached); !st.ok())
+		return failed(st);
+	printf("netblk: %u device%s detached\n", detached, detached == 1 ? "" : "s");
 	return finish();
 }
 
@@ -711,6 +835,10 @@ int main(int argc, char **argv)
 		return cmd_start(args);
 	if (cmd == "stop")
 		return cmd_stop(args);
+	if (cmd == "attach")
+		return cmd_attach(args);
+	if (cmd == "detach")
+		return cmd_detach(args);
 	if (cmd == "genkey")
 		return cmd_genkey(args);
 	if (cmd == "list")

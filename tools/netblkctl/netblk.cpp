@@ -190,6 +190,62 @@ int instance_attr_cb(const nlattr *a, void *data)
 	return get_attr(a, ctx) ? MNL_CB_OK : fail(ctx, type);
 }
 
+struct attached_ctx {
+	netblk_attached *att;
+	int bad_attr = -1;
+};
+
+int host_stat_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<attached_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_HS_UNSPEC || type == NETBLK_HS_PAD || type > NETBLK_HS_MAX)
+		return MNL_CB_OK;
+	if (!get_uint(a, ctx->att->stats[type])) {
+		ctx->bad_attr = type;
+		return MNL_CB_ERROR;
+	}
+	return MNL_CB_OK;
+}
+
+bool get_attached_attr(const nlattr *a, netblk_attached &t)
+{
+	switch (mnl_attr_get_type(a)) {
+	case NETBLK_A_DISK:        return get_string(a, t.disk);
+	case NETBLK_A_ADDR:        return get_uint(a, t.addr);
+	case NETBLK_A_PORT:        return get_uint(a, t.port);
+	case NETBLK_A_IFNAME:      return get_string(a, t.ifname);
+	case NETBLK_A_READ_ONLY:   return get_flag(a, t.read_only);
+	case NETBLK_A_SIZE:        return get_uint(a, t.size);
+	case NETBLK_A_SECTOR_SIZE: return get_uint(a, t.sector_size);
+	case NETBLK_A_MAX_IO:      return get_uint(a, t.max_io);
+	case NETBLK_A_SLOTS:       return get_uint(a, t.slots);
+	case NETBLK_A_QUEUE_DEPTH: return get_uint(a, t.queue_depth);
+	case NETBLK_A_TIMEOUT_MS:  return get_uint(a, t.timeout_ms);
+	case NETBLK_A_AUTH:        return get_uint(a, t.auth);
+	case NETBLK_A_UPTIME_MS:   return get_uint(a, t.uptime_ms);
+	}
+	return true;	// unknown to this netblkctl: ignored
+}
+
+int attached_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<attached_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_A_HOST_STATS) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) {
+			ctx->bad_attr = type;
+			return MNL_CB_ERROR;
+		}
+		return mnl_attr_parse_nested(a, host_stat_attr_cb, ctx);
+	}
+	if (!get_attached_attr(a, *ctx->att)) {
+		ctx->bad_attr = type;
+		return MNL_CB_ERROR;
+	}
+	return MNL_CB_OK;
+}
+
 nl_status malformed(const parse_ctx &ctx)
 {
 	return nl_error(EBADMSG, std::string("the kernel sent a malformed netblk ") +
@@ -214,6 +270,16 @@ nl_status netblk_parse_instance(const nlmsghdr *nlh, netblk_instance &inst)
 	parse_ctx ctx{&inst};
 	if (mnl_attr_parse(nlh, sizeof(genlmsghdr), instance_attr_cb, &ctx) < 0)
 		return malformed(ctx);
+	return {};
+}
+
+nl_status netblk_parse_attached(const nlmsghdr *nlh, netblk_attached &att)
+{
+	attached_ctx ctx{&att};
+	if (mnl_attr_parse(nlh, sizeof(genlmsghdr), attached_attr_cb, &ctx) < 0)
+		return nl_error(EBADMSG, "the kernel sent a malformed netblk attribute " +
+					 std::to_string(ctx.bad_attr) +
+					 " of an attached device (does netblkctl match the module?)");
 	return {};
 }
 
@@ -336,6 +402,72 @@ nl_status netblk_client::list(std::vector<netblk_instance> &insts)
 			break;
 	}
 	return st;
+}
+
+nl_status netblk_client::attach(const netblk_attach_args &args, netblk_attached &att,
+				bool &described)
+{
+	nlmsghdr *req = begin(NETBLK_CMD_ATTACH, NLM_F_REQUEST | NLM_F_ACK);
+	mnl_attr_put_u32(req, NETBLK_A_ADDR, args.addr);
+	mnl_attr_put_u16(req, NETBLK_A_PORT, args.port);
+	if (args.read_only)
+		mnl_attr_put(req, NETBLK_A_READ_ONLY, 0, nullptr);
+	if (args.queue_depth)
+		mnl_attr_put_u32(req, NETBLK_A_QUEUE_DEPTH, *args.queue_depth);
+	if (args.timeout_ms)
+		mnl_attr_put_u32(req, NETBLK_A_TIMEOUT_MS, *args.timeout_ms);
+	if (args.key)
+		mnl_attr_put(req, NETBLK_A_KEY, args.key->size(), args.key->data());
+	if (args.auth)
+		mnl_attr_put_u32(req, NETBLK_A_AUTH, *args.auth);
+	if (args.ifname &&
+	    !mnl_attr_put_strz_check(req, sock_.req_capacity(), NETBLK_A_IFNAME, args.ifname->c_str()))
+		return nl_error(ENAMETOOLONG, "interface name too long");
+
+	described = false;
+	return sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_ATTACH))
+			return {};
+		described = true;
+		return netblk_parse_attached(nlh, att);
+	});
+}
+
+nl_status netblk_client::detach(std::optional<std::string> disk, bool force, uint32_t &detached)
+{
+	nlmsghdr *req = begin(NETBLK_CMD_DETACH, NLM_F_REQUEST | NLM_F_ACK);
+	if (force)
+		mnl_attr_put(req, NETBLK_A_FORCE, 0, nullptr);
+	if (!disk)
+		mnl_attr_put(req, NETBLK_A_ALL, 0, nullptr);
+	else if (!mnl_attr_put_strz_check(req, sock_.req_capacity(), NETBLK_A_DISK, disk->c_str()))
+		return nl_error(ENAMETOOLONG, "device name too long");
+
+	netblk_stop_result result;
+	nl_status st = sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_DETACH))
+			return {};
+		if (mnl_attr_parse(nlh, sizeof(genlmsghdr), stopped_attr_cb, &result) < 0)
+			return nl_error(EBADMSG, "the kernel sent a malformed DETACH reply");
+		return {};
+	});
+	detached = result.stopped;
+	return st;
+}
+
+nl_status netblk_client::attached(std::vector<netblk_attached> &atts)
+{
+	atts.clear();
+	nlmsghdr *req = begin(NETBLK_CMD_ATTACHED, NLM_F_REQUEST | NLM_F_DUMP);
+	return sock_.transact(req, [&](const nlmsghdr *nlh) -> nl_status {
+		if (!is_reply(nlh, NETBLK_CMD_ATTACHED))
+			return {};
+		netblk_attached att;
+		nl_status st = netblk_parse_attached(nlh, att);
+		if (st.ok())
+			atts.push_back(std::move(att));
+		return st;
+	});
 }
 
 nl_status netblk_client::join_events()

@@ -28,6 +28,17 @@ struct netblk_start_args {
 	std::optional<int> xdp_link_fd;
 };
 
+struct netblk_attach_args {
+	uint32_t addr = 0;		// network order
+	uint16_t port = 0;
+	bool read_only = false;
+	std::optional<std::string> ifname;
+	std::optional<uint32_t> queue_depth;
+	std::optional<uint32_t> timeout_ms;
+	std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> key;
+	std::optional<uint32_t> auth;		// enum netblk_auth
+};
+
 // What a STOP did: instances released, and those that no longer serve but
 // still wait for their disk (LIST shows them "stopping").
 struct netblk_stop_result {
@@ -38,6 +49,9 @@ struct netblk_stop_result {
 // Fills `inst` from a START / LIST / EVENT message; attributes it does not
 // know are skipped, known ones of the wrong size are an EBADMSG.
 nl_status netblk_parse_instance(const nlmsghdr *nlh, netblk_instance &inst);
+
+// Fills `att` from an ATTACH / ATTACHED message, the same way.
+nl_status netblk_parse_attached(const nlmsghdr *nlh, netblk_attached &att);
 
 // Fills `ev` from a NETBLK_CMD_EVENT message, the same way.
 nl_status netblk_parse_event(const nlmsghdr *nlh, netblk_event_info &ev);
@@ -60,6 +74,16 @@ public:
 
 	// NETBLK_CMD_LIST dump (retried if the kernel says it was interrupted).
 	nl_status list(std::vector<netblk_instance> &insts);
+
+	// NETBLK_CMD_ATTACH: /dev/netblkN of a remote instance.
+	nl_status attach(const netblk_attach_args &args, netblk_attached &att, bool &described);
+
+	// NETBLK_CMD_DETACH of one device (netblkN or /dev/netblkN), or of all
+	// when disk is empty; `detached` is how many went.
+	nl_status detach(std::optional<std::string> disk, bool force, uint32_t &detached);
+
+	// NETBLK_CMD_ATTACHED dump.
+	nl_status attached(std::vector<netblk_attached> &atts);
 
 	// The "events" multicast group.
 	std::optional<uint32_t> events_group() const { return events_group_; }

@@ -1,0 +1,441 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block-device client's core behind its C face (host_api.h): a session
+ * and a queue of datagrams, the headers that go out and what the answers
+ * mean.  Everything here runs under the attachment's lock.
+ */
+#include "host_api.h"
+#include "host_queue.h"
+#include "host_session.h"
+#include "protocol.h"
+#include "shim_api.h"
+
+namespace nb {
+
+constexpr int err_again = 11;
+constexpr int err_inval = 22;
+constexpr int err_proto = 71;
+
+constexpr u64 ms = 1000000;
+/* The first HELLO and INFO wait this long before a resend; then the RTO rules. */
+constexpr u64 rto_initial_ns = 200 * ms;
+/*
+ * The round trip includes the disk's service time, whose tail (a flush, a
+ * busy disk) is far above its median: a lower bound keeps that tail from
+ * being taken for loss, as TCP's 200 ms does (RFC 6298) at a LAN's scale.
+ * A lost datagram in a busy window is resent sooner than this anyway
+ * (fast resend).
+ */
+constexpr u64 rto_min_ns = 20 * ms;
+/* A server down is asked again every 2 s at the most, however long it stays down. */
+constexpr u64 rto_max_ns = 2000 * ms;
+/* A refused HELLO (EUSERS: no room) is tried again after this long. */
+constexpr u64 refused_retry_ns = 1000 * ms;
+
+/* Datagrams outstanding at first, as netblk-load starts (then AIMD, rto.h). */
+constexpr u32 initial_window = 32;
+
+/* An unknown geometry's limits until INFO comes: one datagram, 512-byte chunks. */
+constexpr u32 boot_slots = 1;
+constexpr u32 boot_max_io = 512;
+
+struct host_core {
+	host_config config;
+	host_queue queue;
+	host_session session;
+	auth_config auth;
+	geometry info;
+	bool info_valid;
+	u32 info_tag;
+	u64 rng;
+	u64 retry_ns;		/* a refused HELLO goes again then; 0: none */
+	u64 refused;
+	u64 stray;		/* answers not of this session, or not well-formed */
+	netblk_attachment *shim;
+	u8 info_bytes[info_payload_size];
+	u32 info_len;
+};
+
+static u64 next_random(host_core *c)
+{
+	c->rng ^= c->rng << 13;
+	c->rng ^= c->rng >> 7;
+	c->rng ^= c->rng << 17;
+	return c->rng;
+}
+
+static void send_hello(host_core *c)
+{
+	u8 bytes[header_size];
+
+	encode_header(bytes, c->session.hello());
+	seal(c->auth, bytes, nullptr, 0);
+	netblk_host_shim_send(c->shim, bytes, 0, 0, 0);
+}
+
+static void open_session(host_core *c, u64 now_ns)
+{
+	c->retry_ns = 0;
+	c->session.open(next_random(c) >> 1 | 1, now_ns, c->queue.rto().timeout_ns());
+	send_hello(c);
+}
+
+static void on_read(void *ctx, u32 tag, u32 at, void *frame, u32 len)
+{
+	host_core *c = static_cast<host_core *>(ctx);
+
+	if (tag == c->info_tag)
+		return;	/* INFO's data: receive() kept it from the linear bytes */
+	netblk_host_shim_read(c->shim, tag, at, frame, len);
+}
+
+static void on_complete(void *ctx, u32 tag, u16 status)
+{
+	host_core *c = static_cast<host_core *>(ctx);
+
+	if (tag == c->info_tag && status == status_ok) {
+		c->info_valid = decode_info(c->info_bytes, c->info_len, &c->info);
+		if (c->info_valid)
+			c->queue.set_limits(c->info.slots, c->info.max_io,
+					    min(c->info.slots, initial_window));
+	}
+	netblk_host_shim_complete(c->shim, tag, status);
+}
+
+static void send_datagram(host_core *c, u32 index)
+{
+	host_datagram d = c->queue.describe(index);
+	header h = {};
+	u8 bytes[header_size];
+
+	h.magic = proto_magic;
+	h.version = proto_version;
+	h.op = d.op;
+	h.flags = d.flags;
+	h.session = c->session.id();
+	h.token = c->session.token();
+	h.seq = d.seq;
+	h.offset = d.offset;
+	h.length = d.length;
+	encode_header(bytes, h);
+	seal(c->auth, bytes, nullptr, 0);
+	netblk_host_shim_send(c->shim, bytes, d.tag, d.at, d.op == op_write ? d.length : 0);
+}
+
+static void send_queued(host_core *c, u64 now_ns)
+{
+	u32 picked[32];
+	u32 n;
+
+	if (!c->session.is_open())
+		return;
+	do {
+		n = c->queue.pick(now_ns, picked, 32);
+		for (u32 i = 0; i < n; i++)
+			send_datagram(c, picked[i]);
+	} while (n == 32);
+}
+
+/* A HELLO's answer: the cookie to send back, the session, or a refusal. */
+static void hello_answered(host_core *c, const header &h, u64 now_ns)
+{
+	switch (c->session.answer(h, now_ns)) {
+	case host_session::result::send_cookie:
+		send_hello(c);
+		break;
+	case host_session::result::opened:
+		if (c->session.opened() > 1)
+			c->queue.reopen();	/* what the old session had outstanding */
+		send_queued(c, now_ns);
+		break;
+	case host_session::result::refused:
+		add_once(c->refused, 1);
+		c->retry_ns = now_ns + refused_retry_ns;
+		break;
+	case host_session::result::busy:
+	case host_session::result::ignored:
+		break;
+	}
+}
+
+static bool answer_valid(const host_core *c, const u8 *payload, u32 payload_len, header *h)
+{
+	if (!decode_header(payload, payload_len, h) || h->magic != proto_magic ||
+	    h->version != proto_version || !(h->op & op_reply_bit))
+		return false;
+	/* an instance's EKEYREJECTED to an unkeyed HELLO is untagged: let the session see it */
+	if (c->auth.keyed && h->tag != compute_tag(c->auth, payload, nullptr, 0))
+		return h->op == (op_hello | op_reply_bit) && h->status == status_ekeyrejected;
+	return true;
+}
+
+static void receive(host_core *c, const u8 *payload, u32 linear, u32 payload_len, void *frame,
+		    u64 now_ns)
+{
+	header h;
+
+	if (linear < header_size || !answer_valid(c, payload, payload_len, &h)) {
+		add_once(c->stray, 1);
+		return;
+	}
+	if (h.op == (op_hello | op_reply_bit)) {
+		hello_answered(c, h, now_ns);
+		return;
+	}
+	if (!c->session.owns(h)) {
+		add_once(c->stray, 1);	/* an answer of a session before this one */
+		return;
+	}
+	if (h.op == (op_info | op_reply_bit)) {
+		c->info_len = min(linear - header_size, info_payload_size);
+		copy_bytes(c->info_bytes, payload + header_size, c->info_len);
+	}
+	if (c->queue.answer(h, payload_len - header_size, frame, now_ns) ==
+	    host_answer::session_lost) {
+		c->session.lost();
+		open_session(c, now_ns);
+		return;
+	}
+	send_queued(c, now_ns);
+}
+
+static u64 earliest(u64 a, u64 b)
+{
+	if (!a)
+		return b;
+	if (!b)
+		return a;
+	return min(a, b);
+}
+
+static u64 expire(host_core *c, u64 now_ns)
+{
+	u64 due = c->session.due_ns();
+
+	if (c->retry_ns && c->retry_ns <= now_ns)
+		open_session(c, now_ns);
+	else if (due && due <= now_ns) {
+		c->session.resent(now_ns, c->queue.rto().timeout_ns());
+		send_hello(c);
+	}
+
+	u64 next = c->queue.expire(now_ns);
+
+	/*
+	 * What timed out went back to the queue, and out again here: the
+	 * queue's answer above did not know it would be outstanding again.
+	 */
+	send_queued(c, now_ns);
+	if (c->queue.waiting())
+		next = earliest(next, now_ns + c->queue.rto().timeout_ns());
+	next = earliest(next, c->session.due_ns());
+	return earliest(next, c->retry_ns);
+}
+
+static int queue_request(host_core *c, u32 tag, netblk_io_op op, u64 offset, u32 len, int fua,
+			 u64 now_ns)
+{
+	u32 chunk, pieces;
+	u8 code;
+
+	if (!c->info_valid)
+		return -err_inval;
+	switch (op) {
+	case NETBLK_IO_READ:
+		code = op_read;
+		chunk = c->info.max_read;
+		break;
+	case NETBLK_IO_WRITE:
+		code = op_write;
+		chunk = c->info.max_io;
+		break;
+	case NETBLK_IO_FLUSH:
+		code = op_flush;
+		chunk = 0;
+		break;
+	case NETBLK_IO_DISCARD:
+		code = op_trim;
+		chunk = c->info.max_trim;
+		break;
+	case NETBLK_IO_WRITE_ZEROES:
+		code = op_write_zeroes;
+		chunk = c->info.max_write_zeroes;
+		break;
+	default:
+		return -err_inval;
+	}
+	if (code != op_flush && (!chunk || !len))
+		return -err_inval;
+	pieces = chunk ? (len + chunk - 1) / chunk : 1;
+	if (pieces > c->queue.free_datagrams())
+		return -err_again;
+	if (code == op_flush) {
+		c->queue.add(tag, code, 0, 0, 0, 0, now_ns);
+	} else {
+		for (u32 at = 0; at < len; at += chunk)
+			c->queue.add(tag, code, offset + at, min(chunk, len - at),
+				     code == op_write && fua ? flag_fua : 0, at, now_ns);
+	}
+	send_queued(c, now_ns);
+	return 0;
+}
+
+} /* namespace nb */
+
+using namespace nb;
+
+struct netblk_host_core {
+	host_core c;
+};
+
+extern "C" {
+
+int netblk_host_core_create(const struct netblk_host_config *config,
+			    struct netblk_host_core **out)
+{
+	netblk_host_core *core;
+	host_config qc = {};
+	host_queue_ops ops = { on_read, on_complete };
+	int err;
+
+	if (!config->requests || !config->datagrams)
+		return -err_inval;
+	core = new netblk_host_core();
+	if (!core)
+		return -12;
+	host_core *c = &core->c;
+
+	c->shim = config->shim;
+	c->rng = config->seed | 1;
+	c->auth.keyed = config->keyed;
+	c->auth.data = false;
+	if (config->keyed)
+		c->auth.key = siphash_key_from_bytes(config->key);
+	c->session.init(config->keyed, false);
+	qc.requests = config->requests;
+	qc.datagrams = config->datagrams;
+	qc.slots = boot_slots;
+	qc.max_io = boot_max_io;
+	qc.initial_window = boot_slots;
+	qc.rto_initial_ns = rto_initial_ns;
+	qc.rto_min_ns = rto_min_ns;
+	qc.rto_max_ns = rto_max_ns;
+	qc.deadline_ns = config->deadline_ns;
+	qc.seed = next_random(c);
+	c->config = qc;
+	err = c->queue.init(qc, ops, c);
+	if (err) {
+		delete core;
+		return err;
+	}
+	*out = core;
+	return 0;
+}
+
+void netblk_host_core_destroy(struct netblk_host_core *core)
+{
+	if (!core)
+		return;
+	core->c.queue.destroy();
+	delete core;
+}
+
+void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint64_t now_ns)
+{
+	host_core *c = &core->c;
+
+	c->info_tag = tag;
+	c->info_valid = false;
+	c->queue.add(tag, op_info, 0, 0, 0, 0, now_ns);
+	open_session(c, now_ns);
+}
+
+int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_host_info *info)
+{
+	const geometry &g = core->c.info;
+
+	if (!core->c.info_valid)
+		return -err_proto;
+	info->size_bytes = g.size_bytes;
+	info->sector_size = g.sector_size;
+	info->physical_block_size = g.physical_block_size;
+	info->io_opt = g.io_opt;
+	info->max_io = g.max_io;
+	info->max_read = g.max_read;
+	info->slots = g.slots;
+	info->discard_granularity = g.discard_granularity;
+	info->max_trim = g.max_trim;
+	info->max_write_zeroes = g.max_write_zeroes;
+	info->read_only = g.read_only;
+	info->volatile_cache = g.volatile_cache;
+	info->fua = g.fua;
+	return 0;
+}
+
+uint16_t netblk_host_core_refusal(const struct netblk_host_core *core)
+{
+	return core->c.session.refusal();
+}
+
+int netblk_host_core_queue(struct netblk_host_core *core, uint32_t tag, enum netblk_io_op op,
+			   uint64_t offset, uint32_t len, int fua, uint64_t now_ns)
+{
+	return queue_request(&core->c, tag, op, offset, len, fua, now_ns);
+}
+
+void netblk_host_core_send(struct netblk_host_core *core, uint64_t now_ns)
+{
+	send_queued(&core->c, now_ns);
+}
+
+void netblk_host_core_receive(struct netblk_host_core *core, const uint8_t *payload,
+			      uint32_t linear, uint32_t payload_len, void *frame,
+			      uint64_t now_ns)
+{
+	receive(&core->c, payload, linear, payload_len, frame, now_ns);
+}
+
+uint64_t netblk_host_core_expire(struct netblk_host_core *core, uint64_t now_ns)
+{
+	return expire(&core->c, now_ns);
+}
+
+uint64_t netblk_host_core_timer_ns(const struct netblk_host_core *core, uint64_t now_ns)
+{
+	const host_core *c = &core->c;
+	u64 at = c->queue.waiting() ? now_ns + c->queue.rto().timeout_ns() : 0;
+
+	return earliest(earliest(at, c->session.due_ns()), c->retry_ns);
+}
+
+void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status)
+{
+	core->c.queue.cancel_all(status);
+}
+
+void netblk_host_core_read_stats(const struct netblk_host_core *core,
+				 struct netblk_host_stats *stats)
+{
+	const host_core *c = &core->c;
+	const host_counters &q = c->queue.counters();
+
+	stats->sends = read_once(q.sends) + c->session.hellos();
+	stats->timeouts = read_once(q.timeouts);
+	stats->fast_resends = read_once(q.fast_resends);
+	stats->busy = read_once(q.busy);
+	stats->stray = read_once(q.stray) + read_once(c->stray);
+	stats->duplicates = read_once(q.duplicates);
+	stats->sessions_opened = c->session.opened();
+	stats->renumbered = read_once(q.renumbered);
+	stats->refused = read_once(c->refused);
+	stats->completed = read_once(q.completed);
+	stats->failed = read_once(q.failed);
+	stats->window = c->queue.window().limit();
+	stats->window_decreases = c->queue.window().decreases();
+	stats->srtt_ns = c->queue.rto().srtt_ns();
+	stats->rto_ns = c->queue.rto().timeout_ns();
+	stats->outstanding = c->queue.outstanding();
+	stats->queued = c->queue.queued();
+}
+
+} /* extern "C" */

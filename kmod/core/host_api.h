@@ -1,0 +1,155 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The C face of the block-device client's core (issue 10; "host" as in
+ * drivers/nvme/host): one attachment's session (host_session.h), its
+ * datagrams outstanding (host_queue.h), the headers it sends and the answers
+ * it reads.  The client's shim (kmod/host/) owns the block requests, the
+ * socket and the timer; it calls these under the attachment's lock, and the
+ * core calls back the netblk_host_shim_*() functions at the end of this file,
+ * under the same lock.
+ */
+#ifndef NETBLK_CORE_HOST_API_H
+#define NETBLK_CORE_HOST_API_H
+
+#ifdef __cplusplus
+#include <stddef.h>
+#include <stdint.h>
+extern "C" {
+#else
+#include <linux/types.h>
+#endif
+
+#include "core_api.h"	/* NETBLK_KEY_SIZE */
+#include "shim_api.h"	/* enum netblk_io_op */
+
+#define NETBLK_HOST_HEADER_SIZE 54	/* what netblk_host_shim_send() gets before the data */
+
+struct netblk_host_core;
+struct netblk_attachment;	/* the shim's; passed back to shim functions */
+
+struct netblk_host_config {
+	uint32_t requests;	/* tags 0 .. requests - 1 */
+	uint32_t datagrams;	/* queued or outstanding at once, at most */
+	uint64_t deadline_ns;	/* a request not done this long after its first send fails EIO; 0: never */
+	uint64_t seed;		/* random: nonces and back-off jitter */
+	uint8_t keyed;		/* tag every datagram with key, and want answers tagged */
+	uint8_t key[NETBLK_KEY_SIZE];
+	struct netblk_attachment *shim;
+};
+
+/* What the instance serves, as its INFO said. */
+struct netblk_host_info {
+	uint64_t size_bytes;
+	uint32_t sector_size;
+	uint32_t physical_block_size;
+	uint32_t io_opt;
+	uint32_t max_io;	/* data bytes a datagram carries */
+	uint32_t max_read;	/* bytes one READ may ask for */
+	uint32_t slots;
+	uint32_t discard_granularity;
+	uint32_t max_trim;	/* 0: no TRIM */
+	uint32_t max_write_zeroes;	/* 0: no WRITE_ZEROES */
+	uint8_t read_only;
+	uint8_t volatile_cache;
+	uint8_t fua;
+};
+
+/* An attachment's counters (netblk_genl.h NETBLK_A_* of an attachment). */
+struct netblk_host_stats {
+	uint64_t sends;		/* datagrams sent, resends included */
+	uint64_t timeouts;	/* resends after silence */
+	uint64_t fast_resends;	/* resends of overtaken datagrams */
+	uint64_t busy;		/* EAGAIN answers */
+	uint64_t stray;		/* answers to nothing outstanding, or not of this session */
+	uint64_t duplicates;	/* READ chunks had already */
+	uint64_t sessions_opened;
+	uint64_t renumbered;	/* datagrams sent again in a new session */
+	uint64_t refused;	/* HELLOs refused (EUSERS, EKEYREJECTED) */
+	uint64_t completed;	/* requests answered in full */
+	uint64_t failed;	/* requests failed: refused, deadline, cancelled */
+	uint64_t window;	/* datagrams that may be outstanding now */
+	uint64_t window_decreases;
+	uint64_t srtt_ns;
+	uint64_t rto_ns;
+	uint64_t outstanding;	/* datagrams sent and not answered */
+	uint64_t queued;	/* datagrams waiting for the window */
+};
+
+/* 0, or -EINVAL (a config no queue can have) or -ENOMEM.  Process context. */
+int netblk_host_core_create(const struct netblk_host_config *config,
+			    struct netblk_host_core **out);
+void netblk_host_core_destroy(struct netblk_host_core *core);
+
+/* Open a session (the first HELLO goes out now), then ask INFO as request @tag. */
+void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint64_t now_ns);
+
+/*
+ * The INFO answer, once request @tag of connect() completed with 0: 0 and
+ * *@info, or -EPROTO when it said what no instance serves.
+ */
+int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_host_info *info);
+
+/*
+ * Why the session could not be opened: 0, or the status (an errno) of the
+ * instance's refusal -- EUSERS (no room), EKEYREJECTED (the key, or its
+ * mode, is not the instance's).
+ */
+uint16_t netblk_host_core_refusal(const struct netblk_host_core *core);
+
+/*
+ * Queue request @tag: @op (enum netblk_io_op) on @len bytes at device byte
+ * @offset, split into datagrams of max_io bytes (WRITE) or max_read (READ).
+ * 0; -EAGAIN when there is no room for its datagrams now (try again once
+ * some complete); -EINVAL for what INFO says the instance cannot take.
+ */
+int netblk_host_core_queue(struct netblk_host_core *core, uint32_t tag, enum netblk_io_op op,
+			   uint64_t offset, uint32_t len, int fua, uint64_t now_ns);
+
+/* Send what the window allows now, through netblk_host_shim_send(). */
+void netblk_host_core_send(struct netblk_host_core *core, uint64_t now_ns);
+
+/*
+ * A datagram from the instance: @payload its first @linear bytes (at least
+ * the header's, and INFO's payload when it is one), @payload_len the UDP
+ * payload's length, @frame the shim's handle for netblk_host_shim_read().
+ */
+void netblk_host_core_receive(struct netblk_host_core *core, const uint8_t *payload,
+			      uint32_t linear, uint32_t payload_len, void *frame,
+			      uint64_t now_ns);
+
+/* Timers: resends, back-offs, HELLOs, deadlines.  When to call again (0: nothing waits). */
+uint64_t netblk_host_core_expire(struct netblk_host_core *core, uint64_t now_ns);
+
+/*
+ * When the timer must fire at the latest, given what waits now (0: nothing
+ * does); expire() then says exactly.  For the shim to arm its timer after
+ * queue(), receive() or connect().
+ */
+uint64_t netblk_host_core_timer_ns(const struct netblk_host_core *core, uint64_t now_ns);
+
+/* Fail every request now with @status (an errno): a forced detach, a changed device. */
+void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status);
+
+void netblk_host_core_read_stats(const struct netblk_host_core *core,
+				 struct netblk_host_stats *stats);
+
+/* ---- what the client's shim provides, called under the attachment's lock ---- */
+
+/*
+ * Send one datagram: @header (NETBLK_HOST_HEADER_SIZE bytes), then for a
+ * WRITE @len bytes of request @tag's data from its byte @at (0: none).
+ * Nothing sent when it fails: the datagram's timer sends it again.
+ */
+void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
+			   uint32_t tag, uint32_t at, uint32_t len);
+/* A READ answer's @len bytes of data (after the header in @frame) go to byte @at of request @tag. */
+void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t at,
+			   void *frame, uint32_t len);
+/* Request @tag is over: 0, or the errno it failed with. */
+void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

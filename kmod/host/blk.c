@@ -1,0 +1,223 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block-device client's disk: a blk-mq driver whose requests the core
+ * splits into datagrams (host_api.h).  Its limits are the instance's INFO:
+ * block sizes, the largest request (NETBLK_HOST_PIECES datagrams), TRIM
+ * and WRITE_ZEROES, the write cache and FUA.
+ *
+ * blk-mq's own timeout never fails a request: the core resends until the
+ * instance answers (or, with timeout=, fails it EIO itself).  queue_rq may
+ * sleep (BLK_MQ_F_BLOCKING) because it sends on the socket.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/blk-mq.h>
+#include <linux/blkdev.h>
+#include <linux/module.h>
+
+#include "host.h"
+
+/* blk-mq's timer: only a reminder, the core decides (see above) */
+#define NETBLK_HOST_RQ_TIMEOUT	(30 * HZ)
+
+struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag)
+{
+	if (tag >= att->params.queue_depth || !att->tag_set.tags)
+		return NULL;
+	return blk_mq_tag_to_rq(att->tag_set.tags[0], tag);
+}
+
+void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
+{
+	struct request *rq;
+	struct netblk_host_cmd *cmd;
+
+	if (tag == att->info_tag) {
+		att->info_status = status ? -(int)status : 0;
+		complete(&att->info_done);
+		return;
+	}
+	rq = netblk_host_tag_to_rq(att, tag);
+	if (WARN_ON_ONCE(!rq))
+		return;
+	cmd = blk_mq_rq_to_pdu(rq);
+	cmd->status = status;
+	if (status)
+		att->stats.errors++;
+	/* ended after the lock: ending it may start more I/O on this disk */
+	llist_add(&cmd->done, &att->done);
+}
+
+void netblk_host_end_done(struct netblk_attachment *att)
+{
+	struct llist_node *list = llist_del_all(&att->done);
+	struct netblk_host_cmd *cmd, *next;
+
+	llist_for_each_entry_safe(cmd, next, list, done) {
+		struct request *rq = blk_mq_rq_from_pdu(cmd);
+
+		if (likely(!blk_should_fake_timeout(rq->q)))
+			blk_mq_complete_request(rq);
+	}
+}
+
+static void netblk_host_complete_rq(struct request *rq)
+{
+	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
+
+	blk_mq_end_request(rq, errno_to_blk_status(-(int)cmd->status));
+}
+
+static int netblk_host_op(struct request *rq, enum netblk_io_op *op)
+{
+	switch (req_op(rq)) {
+	case REQ_OP_READ:
+		*op = NETBLK_IO_READ;
+		return 0;
+	case REQ_OP_WRITE:
+		*op = NETBLK_IO_WRITE;
+		return 0;
+	case REQ_OP_FLUSH:
+		*op = NETBLK_IO_FLUSH;
+		return 0;
+	case REQ_OP_DISCARD:
+		*op = NETBLK_IO_DISCARD;
+		return 0;
+	case REQ_OP_WRITE_ZEROES:
+		*op = NETBLK_IO_WRITE_ZEROES;
+		return 0;
+	default:
+		return -EOPNOTSUPP;
+	}
+}
+
+static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
+					 const struct blk_mq_queue_data *bd)
+{
+	struct netblk_attachment *att = hctx->queue->queuedata;
+	struct request *rq = bd->rq;
+	enum netblk_io_op op;
+	int err;
+
+	if (netblk_host_op(rq, &op))
+		return BLK_STS_NOTSUPP;
+	blk_mq_start_request(rq);
+
+	spin_lock_bh(&att->lock);
+	if (att->dead) {
+		spin_unlock_bh(&att->lock);
+		return BLK_STS_IOERR;
+	}
+	err = netblk_host_core_queue(att->core, rq->tag, op, (u64)blk_rq_pos(rq) << SECTOR_SHIFT,
+				     blk_rq_bytes(rq), !!(rq->cmd_flags & REQ_FUA),
+				     ktime_get_ns());
+	if (!err)
+		att->stats.requests++;
+	netblk_host_arm_timer(att);
+	spin_unlock_bh(&att->lock);
+
+	netblk_host_send_pending(att);
+	netblk_host_end_done(att);
+	if (err == -EAGAIN)
+		return BLK_STS_DEV_RESOURCE;	/* no room for its datagrams: again once some end */
+	return err ? BLK_STS_IOERR : BLK_STS_OK;
+}
+
+static enum blk_eh_timer_return netblk_host_timeout(struct request *rq)
+{
+	return BLK_EH_RESET_TIMER;
+}
+
+static const struct blk_mq_ops netblk_host_mq_ops = {
+	.queue_rq = netblk_host_queue_rq,
+	.complete = netblk_host_complete_rq,
+	.timeout = netblk_host_timeout,
+};
+
+static const struct block_device_operations netblk_host_fops = {
+	.owner = THIS_MODULE,
+};
+
+static void netblk_host_limits(const struct netblk_attachment *att, struct queue_limits *lim)
+{
+	const struct netblk_host_info *i = &att->info;
+
+	lim->logical_block_size = i->sector_size;
+	lim->physical_block_size = max(i->physical_block_size, i->sector_size);
+	lim->io_opt = i->io_opt;
+	lim->max_hw_sectors = (i->max_io * NETBLK_HOST_PIECES) >> SECTOR_SHIFT;
+	lim->max_segments = NETBLK_HOST_PIECES * (NETBLK_HOST_BVECS - 1);
+	if (i->max_trim && !att->params.read_only) {
+		lim->max_hw_discard_sectors = i->max_trim >> SECTOR_SHIFT;
+		lim->discard_granularity = max(i->discard_granularity, i->sector_size);
+	}
+	if (i->max_write_zeroes && !att->params.read_only)
+		lim->max_write_zeroes_sectors = i->max_write_zeroes >> SECTOR_SHIFT;
+	if (i->volatile_cache)
+		lim->features |= BLK_FEAT_WRITE_CACHE;
+	if (i->fua)
+		lim->features |= BLK_FEAT_FUA;
+}
+
+int netblk_host_disk_create(struct netblk_attachment *att, int major)
+{
+	struct queue_limits lim = {};
+	struct gendisk *disk;
+	int err;
+
+	att->tag_set.ops = &netblk_host_mq_ops;
+	att->tag_set.nr_hw_queues = 1;
+	att->tag_set.queue_depth = att->params.queue_depth;
+	att->tag_set.numa_node = NUMA_NO_NODE;
+	att->tag_set.cmd_size = sizeof(struct netblk_host_cmd);
+	att->tag_set.flags = BLK_MQ_F_SHOULD_MERGE | BLK_MQ_F_BLOCKING;
+	att->tag_set.timeout = NETBLK_HOST_RQ_TIMEOUT;
+	att->tag_set.driver_data = att;
+	err = blk_mq_alloc_tag_set(&att->tag_set);
+	if (err)
+		return err;
+
+	netblk_host_limits(att, &lim);
+	disk = blk_mq_alloc_disk(&att->tag_set, &lim, att);
+	if (IS_ERR(disk)) {
+		err = PTR_ERR(disk);
+		goto free_tags;
+	}
+	disk->major = major;
+	disk->first_minor = att->index * NETBLK_HOST_MINORS;
+	disk->minors = NETBLK_HOST_MINORS;
+	disk->fops = &netblk_host_fops;
+	disk->private_data = att;
+	strscpy(disk->disk_name, att->name, sizeof(disk->disk_name));
+	set_capacity(disk, att->info.size_bytes >> SECTOR_SHIFT);
+	set_disk_ro(disk, att->params.read_only);
+	att->disk = disk;
+	err = add_disk(disk);
+	if (err)
+		goto put_disk;
+	return 0;
+
+put_disk:
+	att->disk = NULL;
+	put_disk(disk);
+free_tags:
+	blk_mq_free_tag_set(&att->tag_set);
+	memset(&att->tag_set, 0, sizeof(att->tag_set));
+	return err;
+}
+
+bool netblk_host_disk_open(const struct netblk_attachment *att)
+{
+	return att->disk && disk_openers(att->disk);
+}
+
+void netblk_host_disk_remove(struct netblk_attachment *att)
+{
+	if (!att->disk)
+		return;
+	del_gendisk(att->disk);
+	put_disk(att->disk);
+	att->disk = NULL;
+	blk_mq_free_tag_set(&att->tag_set);
+	memset(&att->tag_set, 0, sizeof(att->tag_set));
+}

@@ -1,0 +1,150 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The block-device client's shim ("host", as in drivers/nvme/host): an
+ * attachment is one /dev/netblkN backed by one remote instance.  The C++
+ * core (core/host_api.h) holds its session and its datagrams; this holds
+ * the kernel objects around it:
+ *
+ *   attach.c     its life: attach, detach, the list of them (under netblk_lock)
+ *   blk.c        the block device: blk-mq requests in, completions out
+ *   transport.c  the UDP socket: datagrams out (WRITE data from the
+ *                request's pages, not copied), answers in (its softirq)
+ *
+ * One spinlock (lock, taken with BHs off) covers the core: the block
+ * layer's requests, the socket's answers and the timer all go through it.
+ * Datagrams are recorded under it and sent after it (sending may sleep).
+ */
+#ifndef NETBLK_HOST_H
+#define NETBLK_HOST_H
+
+#include <linux/blk-mq.h>
+#include <linux/hrtimer.h>
+#include <linux/llist.h>
+#include <linux/mutex.h>
+#include <linux/spinlock.h>
+#include <linux/workqueue.h>
+
+#include <net/netlink.h>
+
+#include "shim_api.h"	/* enum netblk_io_op */
+#include "host_api.h"
+#include "netblk_genl.h"
+
+#define NETBLK_HOST_DEPTH_DEFAULT	64	/* requests in flight a device */
+#define NETBLK_HOST_DEPTH_MAX		NETBLK_HOST_DEPTH_LIMIT
+/* A request is at most this many datagrams' worth: max_io x 64 (64 KiB at 1024 bytes). */
+#define NETBLK_HOST_PIECES		64
+#define NETBLK_HOST_MINORS		16	/* partitions of a device */
+#define NETBLK_HOST_INFO_WAIT		(5 * HZ)	/* attach gives up on a silent server */
+/* Datagrams recorded and not yet sent: a window's worth, at most the instance's slots. */
+#define NETBLK_HOST_PENDING		512
+/* Pages one datagram's data spans at the most: max_io is below 64 KiB */
+#define NETBLK_HOST_BVECS		18
+
+/* What ATTACH asks for; unset optional values are 0. */
+struct netblk_attach_params {
+	__be32 addr;
+	u16 port;
+	char ifname[IFNAMSIZ];	/* empty: the route decides */
+	bool read_only;
+	u32 queue_depth;
+	u32 timeout_ms;		/* 0: never fail I/O on its own */
+	bool has_key;
+	u8 key[NETBLK_KEY_BYTES];
+};
+
+/* A datagram recorded under the lock, to go out after it. */
+struct netblk_host_pending {
+	u8 header[NETBLK_HOST_HEADER_SIZE];
+	u8 *header_frag;	/* WRITE: the header again, in a page the skb may hold */
+	u32 len;		/* data bytes after the header */
+	u16 nr_bvecs;
+	bool spliced;		/* data pages go in the skb as they are */
+	struct bio_vec bvecs[NETBLK_HOST_BVECS];	/* each page held (get_page) */
+};
+
+/* The client's own counters; the lock's holder writes them. */
+struct netblk_host_shim_stats {
+	u64 bytes_in_place;	/* WRITE data sent from the request's own pages */
+	u64 bytes_copied;	/* WRITE data the socket copied (a page it may not hold) */
+	u64 read_bytes_copied;	/* READ data copied from the answers into the request's pages */
+	u64 tx_errors;		/* sends the socket refused (the timer sends them again) */
+	u64 tx_dropped;		/* datagrams not sent: no room to record them */
+	u64 rx_datagrams;
+	u64 requests;
+	u64 errors;		/* requests ended with an error */
+};
+
+struct netblk_host_cmd {
+	struct llist_node done;	/* on the attachment's list of requests the core finished */
+	u16 status;		/* 0 or the errno it ended with */
+};
+
+struct netblk_attachment {
+	struct list_head node;		/* on netblk_attachments, under netblk_lock */
+	int index;			/* N of /dev/netblkN */
+	char name[DISK_NAME_LEN];
+	struct netblk_attach_params params;
+	struct netblk_host_info info;
+	u64 attached_ns;		/* boottime */
+
+	spinlock_t lock;		/* the core, pending, stats, dead */
+	struct netblk_host_core *core;
+	struct netblk_host_shim_stats stats;
+	struct netblk_host_pending *pending;	/* a ring of NETBLK_HOST_PENDING */
+	u32 pending_head, pending_count;
+	bool dead;			/* detached: new requests fail */
+	u32 info_tag;			/* the core's tag for INFO: the last one */
+	int info_status;		/* 0, or why INFO failed (negative errno) */
+	struct completion info_done;
+
+	struct hrtimer timer;		/* the core's resends (softirq) */
+	struct work_struct tx_work;	/* sends what softirqs recorded */
+	struct mutex tx_mutex;		/* one sender on the socket at a time */
+	struct socket *sock;
+	struct page_frag_cache frags;	/* WRITE headers (under lock) */
+
+	struct llist_head done;		/* struct netblk_host_cmd the core finished */
+	struct blk_mq_tag_set tag_set;
+	struct gendisk *disk;
+};
+
+/* attach.c: under netblk_lock */
+int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
+		       struct netlink_ext_ack *extack, struct netblk_attachment **out);
+int netblk_host_detach(struct netblk_attachment *att, bool force,
+		       struct netlink_ext_ack *extack);
+struct netblk_attachment *netblk_host_find(const char *name);
+void netblk_host_detach_all(void);
+extern struct list_head netblk_attachments;
+int netblk_host_init(void);
+void netblk_host_exit(void);
+/* The attachment's counters, read under its lock. */
+void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
+			    struct netblk_host_shim_stats *shim);
+
+/* transport.c */
+int netblk_host_transport_init(void);
+void netblk_host_transport_exit(void);
+void netblk_host_tx_init(struct netblk_attachment *att);
+int netblk_host_socket_open(struct netblk_attachment *att, struct net *net,
+			    struct netlink_ext_ack *extack);
+void netblk_host_socket_stop_rx(struct netblk_attachment *att);
+void netblk_host_socket_close(struct netblk_attachment *att);
+/* Send what is recorded (process context; may sleep). */
+void netblk_host_send_pending(struct netblk_attachment *att);
+/* After an unlock in a softirq: have tx_work send what is recorded. */
+void netblk_host_kick_tx(struct netblk_attachment *att);
+void netblk_host_drop_pending(struct netblk_attachment *att);
+
+/* blk.c */
+int netblk_host_disk_create(struct netblk_attachment *att, int major);
+void netblk_host_disk_remove(struct netblk_attachment *att);
+bool netblk_host_disk_open(const struct netblk_attachment *att);
+struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag);
+/* End the requests the core finished, outside the lock. */
+void netblk_host_end_done(struct netblk_attachment *att);
+/* After a core call under the lock: the timer is armed for what waits. */
+void netblk_host_arm_timer(struct netblk_attachment *att);
+
+#endif

@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block-device client's UDP socket: a kernel socket connected to the
+ * instance, its answers taken in the socket's softirq (encap_rcv, as
+ * WireGuard and VXLAN take theirs) and handed to the core; its datagrams
+ * recorded under the attachment's lock and sent after it.  A WRITE's data
+ * goes out from the request's own pages (MSG_SPLICE_PAGES: the skb holds
+ * the pages, nothing is copied) unless the block layer gave a page the
+ * network may not hold (slab memory), which the socket then copies.  A
+ * READ answer's data is copied once, from the skb into the request's pages.
+ *
+ * The udp_tunnel module's helpers (udp_sock_create, setup_udp_tunnel_sock,
+ * udp_tunnel_xmit_skb) are not used: a kernel without a tunnel driver (the
+ * debug kernel of ci/debug-kernel.sh) has no udp_tunnel at all, and the core
+ * UDP exports do the same in a few lines.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bvec.h>
+#include <linux/highmem.h>
+#include <linux/net.h>
+#include <linux/netdevice.h>
+#include <linux/udp.h>
+#include <net/sock.h>
+#include <net/udp.h>
+#include <net/udp_tunnel.h>
+
+#include "host.h"
+
+#define NETBLK_HOST_SNDBUF	(4 << 20)	/* a window of 64 KiB requests, and more */
+#define NETBLK_HOST_FRAG	64		/* a WRITE header's piece of a page */
+
+/* What netblk_host_shim_read() gets as the frame: the answer and where its data is. */
+struct netblk_host_frame {
+	struct sk_buff *skb;
+	u32 data_offset;
+};
+
+static struct workqueue_struct *netblk_host_wq;
+
+/* ---- recording, under the lock ---- */
+
+static void netblk_host_release_pending(struct netblk_host_pending *p)
+{
+	u16 i;
+
+	/* bvecs[0] is the WRITE header's frag, the rest the request's pages */
+	for (i = 1; i < p->nr_bvecs; i++)
+		put_page(p->bvecs[i].bv_page);
+	if (p->header_frag)
+		page_frag_free(p->header_frag);
+	p->nr_bvecs = 0;
+	p->header_frag = NULL;
+}
+
+/*
+ * Hold the pages of @len bytes of request @tag's data from byte @at.
+ * Holding them is what makes a resend after the request ended harmless:
+ * the pages are still there, and the instance's replay window answers a
+ * resend of a WRITE it has executed without executing it again.
+ */
+static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_host_pending *p,
+				  u32 tag, u32 at, u32 len)
+{
+	struct request *rq = netblk_host_tag_to_rq(att, tag);
+	struct req_iterator iter;
+	struct bio_vec bv;
+	u32 skip = at, left = len;
+	bool in_place = true;
+
+	if (!rq)
+		return false;
+	p->header_frag = page_frag_alloc_align(&att->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
+					       NETBLK_HOST_FRAG);
+	if (!p->header_frag)
+		return false;
+	memcpy(p->header_frag, p->header, NETBLK_HOST_HEADER_SIZE);
+	bvec_set_virt(&p->bvecs[0], p->header_frag, NETBLK_HOST_HEADER_SIZE);
+	p->nr_bvecs = 1;
+	rq_for_each_segment(bv, rq, iter) {
+		u32 n;
+
+		if (skip >= bv.bv_len) {
+			skip -= bv.bv_len;
+			continue;
+		}
+		if (p->nr_bvecs == NETBLK_HOST_BVECS)
+			return false;
+		n = min(bv.bv_len - skip, left);
+		get_page(bv.bv_page);
+		bvec_set_page(&p->bvecs[p->nr_bvecs++], bv.bv_page, n, bv.bv_offset + skip);
+		in_place &= sendpage_ok(bv.bv_page);
+		skip = 0;
+		left -= n;
+		if (!left)
+			break;
+	}
+	if (left)
+		return false;
+	p->len = len;
+	p->spliced = in_place;
+	if (in_place)
+		att->stats.bytes_in_place += len;
+	else
+		att->stats.bytes_copied += len;
+	return true;
+}
+
+void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
+			   uint32_t tag, uint32_t at, uint32_t len)
+{
+	struct netblk_host_pending *p;
+
+	if (att->pending_count == NETBLK_HOST_PENDING) {
+		att->stats.tx_dropped++;	/* its timer sends it again */
+		return;
+	}
+	p = &att->pending[(att->pending_head + att->pending_count) % NETBLK_HOST_PENDING];
+	memcpy(p->header, header, NETBLK_HOST_HEADER_SIZE);
+	p->header_frag = NULL;
+	p->nr_bvecs = 0;
+	p->len = 0;
+	p->spliced = false;
+	if (len && !netblk_host_take_data(att, p, tag, at, len)) {
+		netblk_host_release_pending(p);
+		att->stats.tx_dropped++;
+		return;
+	}
+	att->pending_count++;
+}
+
+/* ---- sending, after the lock ---- */
+
+static int netblk_host_send_one(struct netblk_attachment *att, struct netblk_host_pending *p)
+{
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
+	struct kvec kv = { .iov_base = p->header, .iov_len = NETBLK_HOST_HEADER_SIZE };
+
+	if (!p->len) {
+		iov_iter_kvec(&msg.msg_iter, ITER_SOURCE, &kv, 1, kv.iov_len);
+		return sock_sendmsg(att->sock, &msg);
+	}
+	if (p->spliced)
+		msg.msg_flags |= MSG_SPLICE_PAGES;
+	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, p->bvecs, p->nr_bvecs,
+		      NETBLK_HOST_HEADER_SIZE + p->len);
+	return sock_sendmsg(att->sock, &msg);
+}
+
+void netblk_host_send_pending(struct netblk_attachment *att)
+{
+	struct netblk_host_pending p;
+	int err;
+
+	mutex_lock(&att->tx_mutex);
+	for (;;) {
+		spin_lock_bh(&att->lock);
+		if (!att->pending_count) {
+			spin_unlock_bh(&att->lock);
+			break;
+		}
+		p = att->pending[att->pending_head];
+		att->pending[att->pending_head].nr_bvecs = 0;
+		att->pending[att->pending_head].header_frag = NULL;
+		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
+		att->pending_count--;
+		spin_unlock_bh(&att->lock);
+
+		err = att->sock ? netblk_host_send_one(att, &p) : -ENOTCONN;
+		netblk_host_release_pending(&p);
+		if (err < 0) {
+			spin_lock_bh(&att->lock);
+			att->stats.tx_errors++;	/* the timer sends it again */
+			spin_unlock_bh(&att->lock);
+		}
+	}
+	mutex_unlock(&att->tx_mutex);
+}
+
+static void netblk_host_tx_work(struct work_struct *work)
+{
+	netblk_host_send_pending(container_of(work, struct netblk_attachment, tx_work));
+}
+
+void netblk_host_tx_init(struct netblk_attachment *att)
+{
+	INIT_WORK(&att->tx_work, netblk_host_tx_work);
+	mutex_init(&att->tx_mutex);
+}
+
+void netblk_host_kick_tx(struct netblk_attachment *att)
+{
+	queue_work(netblk_host_wq, &att->tx_work);
+}
+
+/* Forget what was recorded and not sent (detach). */
+void netblk_host_drop_pending(struct netblk_attachment *att)
+{
+	spin_lock_bh(&att->lock);
+	while (att->pending_count) {
+		netblk_host_release_pending(&att->pending[att->pending_head]);
+		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
+		att->pending_count--;
+	}
+	spin_unlock_bh(&att->lock);
+}
+
+/* ---- answers, in the socket's softirq ---- */
+
+void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t at,
+			   void *frame, uint32_t len)
+{
+	struct netblk_host_frame *f = frame;
+	struct request *rq = netblk_host_tag_to_rq(att, tag);
+	struct req_iterator iter;
+	struct bio_vec bv;
+	u32 skip = at, done = 0;
+
+	if (!rq)
+		return;
+	rq_for_each_segment(bv, rq, iter) {
+		u32 n;
+		u8 *dst;
+
+		if (skip >= bv.bv_len) {
+			skip -= bv.bv_len;
+			continue;
+		}
+		n = min(bv.bv_len - skip, len - done);
+		dst = bvec_kmap_local(&bv);
+		if (skb_copy_bits(f->skb, f->data_offset + done, dst + skip, n))
+			memset(dst + skip, 0, n);	/* cannot be: the core checked the length */
+		kunmap_local(dst);
+		flush_dcache_page(bv.bv_page);
+		done += n;
+		skip = 0;
+		if (done == len)
+			break;
+	}
+	att->stats.read_bytes_copied += done;
+}
+
+static int netblk_host_encap_rcv(struct sock *sk, struct sk_buff *skb)
+{
+	struct netblk_attachment *att = rcu_dereference_sk_user_data(sk);
+	struct netblk_host_frame frame = { .skb = skb };
+	u32 payload_len, linear;
+	bool kick;
+
+	if (!att)
+		goto drop;	/* detaching */
+	if (skb->len < sizeof(struct udphdr) + NETBLK_HOST_HEADER_SIZE)
+		goto drop;
+	payload_len = skb->len - sizeof(struct udphdr);
+	/* the header, and INFO's payload when it is one, in one piece */
+	linear = min_t(u32, payload_len, NETBLK_HOST_HEADER_SIZE + 48);
+	if (!pskb_may_pull(skb, sizeof(struct udphdr) + linear))
+		goto drop;
+	frame.data_offset = sizeof(struct udphdr) + NETBLK_HOST_HEADER_SIZE;
+
+	spin_lock_bh(&att->lock);
+	att->stats.rx_datagrams++;
+	netblk_host_core_receive(att->core, skb->data + sizeof(struct udphdr), linear,
+				 payload_len, &frame, ktime_get_ns());
+	netblk_host_arm_timer(att);
+	kick = att->pending_count;
+	spin_unlock_bh(&att->lock);
+
+	netblk_host_end_done(att);
+	if (kick)
+		netblk_host_kick_tx(att);
+	consume_skb(skb);
+	return 0;
+drop:
+	kfree_skb(skb);
+	return 0;
+}
+
+/* ---- the socket ---- */
+
+static int netblk_host_bind_dev(struct socket *sock, struct net *net, const char *ifname,
+				struct netlink_ext_ack *extack)
+{
+	struct net_device *dev = dev_get_by_name(net, ifname);
+	int err;
+
+	if (!dev) {
+		NL_SET_ERR_MSG_FMT(extack, "dev=%s: no such network interface here", ifname);
+		return -ENODEV;
+	}
+	err = sock_bindtoindex(sock->sk, dev->ifindex, true);
+	dev_put(dev);
+	if (err)
+		NL_SET_ERR_MSG_FMT(extack, "dev=%s: cannot bind the socket to it (%d)", ifname, err);
+	return err;
+}
+
+int netblk_host_socket_open(struct netblk_attachment *att, struct net *net,
+			    struct netlink_ext_ack *extack)
+{
+	struct sockaddr_in local = { .sin_family = AF_INET };
+	struct sockaddr_in peer = {
+		.sin_family = AF_INET,
+		.sin_port = htons(att->params.port),
+		.sin_addr.s_addr = att->params.addr,
+	};
+	struct socket *sock;
+	struct sock *sk;
+	int err;
+
+	err = sock_create_kern(net, AF_INET, SOCK_DGRAM, IPPROTO_UDP, &sock);
+	if (err) {
+		NL_SET_ERR_MSG_FMT(extack, "cannot create a UDP socket (%d)", err);
+		return err;
+	}
+	sk = sock->sk;
+	if (att->params.ifname[0]) {
+		err = netblk_host_bind_dev(sock, net, att->params.ifname, extack);
+		if (err)
+			goto fail;
+	}
+	err = kernel_bind(sock, (struct sockaddr *)&local, sizeof(local));
+	if (err) {
+		NL_SET_ERR_MSG_FMT(extack, "cannot bind a UDP port (%d)", err);
+		goto fail;
+	}
+	err = kernel_connect(sock, (struct sockaddr *)&peer, sizeof(peer), 0);
+	if (err) {
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u: no route to it (%d)", &att->params.addr,
+				   att->params.port, err);
+		goto fail;
+	}
+	/* as nbd's: sending must not wait for the memory that writing to this disk frees */
+	sk->sk_allocation = GFP_NOIO | __GFP_MEMALLOC;
+	sk_set_memalloc(sk);
+	lock_sock(sk);		/* what SO_SNDBUF does; the kernel exports no setter */
+	sk->sk_userlocks |= SOCK_SNDBUF_LOCK;
+	WRITE_ONCE(sk->sk_sndbuf, NETBLK_HOST_SNDBUF);
+	release_sock(sk);
+
+	att->sock = sock;
+	rcu_assign_sk_user_data(sk, att);
+	WRITE_ONCE(udp_sk(sk)->encap_type, 1);
+	WRITE_ONCE(udp_sk(sk)->encap_rcv, netblk_host_encap_rcv);
+	udp_tunnel_encap_enable(sk);
+	return 0;
+
+fail:
+	sock_release(sock);
+	return err;
+}
+
+/* No answer reaches the attachment once this returns. */
+void netblk_host_socket_stop_rx(struct netblk_attachment *att)
+{
+	if (!att->sock)
+		return;
+	rcu_assign_sk_user_data(att->sock->sk, NULL);
+	synchronize_rcu();	/* an encap_rcv() that read the old pointer is done */
+}
+
+/* After stop_rx and the timer: nothing kicks tx_work any more. */
+void netblk_host_socket_close(struct netblk_attachment *att)
+{
+	cancel_work_sync(&att->tx_work);
+	mutex_lock(&att->tx_mutex);	/* a queue_rq still sending */
+	if (att->sock) {
+		kernel_sock_shutdown(att->sock, SHUT_RDWR);
+		sock_release(att->sock);
+		att->sock = NULL;
+	}
+	mutex_unlock(&att->tx_mutex);
+}
+
+int netblk_host_transport_init(void)
+{
+	/* it sends the datagrams of writes that free memory: it must run under pressure */
+	netblk_host_wq = alloc_workqueue("netblk_host", WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
+	return netblk_host_wq ? 0 : -ENOMEM;
+}
+
+void netblk_host_transport_exit(void)
+{
+	destroy_workqueue(netblk_host_wq);
+}

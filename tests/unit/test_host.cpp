@@ -1,0 +1,276 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The block-device client's core through its C face (host_api.h), as the
+ * kernel shim drives it: a fake attachment records what would be sent and
+ * what completes, and the tests answer as an instance would -- a session
+ * opened, INFO, requests split into datagrams, silence and a restart.
+ */
+#include <cstring>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "host_api.h"
+#include "protocol.h"
+
+using namespace nb;
+
+struct sent {
+	header h;
+	uint32_t tag, at, len;
+};
+
+struct netblk_attachment {
+	std::vector<sent> sends;
+	std::vector<std::pair<uint32_t, uint16_t>> done;
+	std::vector<uint8_t> read_into;	/* request 0's buffer */
+};
+
+extern "C" {
+
+void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *bytes, uint32_t tag,
+			   uint32_t at, uint32_t len)
+{
+	sent s;
+
+	decode_header(bytes, header_size, &s.h);
+	s.tag = tag;
+	s.at = at;
+	s.len = len;
+	att->sends.push_back(s);
+}
+
+void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t at, void *frame,
+			   uint32_t len)
+{
+	if (tag == 0 && at + len <= att->read_into.size())
+		memcpy(att->read_into.data() + at, frame, len);
+}
+
+void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
+{
+	att->done.push_back({tag, status});
+}
+
+} /* extern "C" */
+
+namespace {
+
+constexpr uint64_t ms = 1000000;
+constexpr uint32_t depth = 4;
+constexpr uint32_t info_tag = depth;
+constexpr uint32_t session_id = 9;
+constexpr uint64_t session_token = 0x1234;
+
+class Host : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		netblk_host_config cfg = {};
+
+		cfg.requests = depth + 1;
+		cfg.datagrams = depth * 64 + 1;
+		cfg.seed = 7;
+		cfg.shim = &att;
+		ASSERT_EQ(netblk_host_core_create(&cfg, &core), 0);
+	}
+	void TearDown() override { netblk_host_core_destroy(core); }
+
+	/* The instance's answer to @req, with @data after the header. */
+	void answer(const header &req, uint16_t status = 0, const uint8_t *data = nullptr,
+		    uint32_t len = 0, uint32_t session = session_id, uint64_t token = session_token)
+	{
+		header r = req;
+		std::vector<uint8_t> bytes(header_size + len);
+
+		r.op |= op_reply_bit;
+		r.status = status;
+		if (req.op == op_hello) {
+			r.session = session;
+			r.token = token;
+		}
+		encode_header(bytes.data(), r);
+		if (len)
+			memcpy(bytes.data() + header_size, data, len);
+		/* the shim hands the data's first byte as the frame to read from */
+		netblk_host_core_receive(core, bytes.data(), (uint32_t)bytes.size(),
+					 (uint32_t)bytes.size(), bytes.data() + header_size, now);
+	}
+
+	/* HELLO, cookie, session, INFO of a 1 MiB instance, 1024 bytes a datagram. */
+	void open()
+	{
+		netblk_host_core_connect(core, info_tag, now);
+		ASSERT_EQ(att.sends.size(), 1u);
+		ASSERT_EQ(att.sends[0].h.op, op_hello);
+		answer(att.sends[0].h, 0, nullptr, 0, 0, 0xc00c1e);	/* the cookie */
+		ASSERT_EQ(att.sends.size(), 2u);
+		EXPECT_EQ(att.sends[1].h.token, 0xc00c1eu);
+		answer(att.sends[1].h);
+		ASSERT_EQ(att.sends.size(), 3u);
+		const header info_req = att.sends[2].h;
+		ASSERT_EQ(info_req.op, op_info);
+		EXPECT_EQ(info_req.session, session_id);
+
+		geometry g = {};
+		device_limits lim = {};
+		uint8_t info[info_payload_size];
+
+		ASSERT_TRUE(geometry_init(&g, 1 << 20, 512, 1024 + datagram_overhead, 256, false,
+					  true, true, lim));
+		encode_info(info, g);
+		answer(info_req, 0, info, sizeof(info));
+		ASSERT_EQ(att.done.size(), 1u);
+		EXPECT_EQ(att.done[0], std::make_pair(info_tag, (uint16_t)0));
+		att.sends.clear();
+		att.done.clear();
+	}
+
+	netblk_attachment att;
+	netblk_host_core *core = nullptr;
+	uint64_t now = 1000 * ms;
+};
+
+TEST_F(Host, OpensASessionAsksInfoAndKnowsTheInstance)
+{
+	open();
+	netblk_host_info info;
+	ASSERT_EQ(netblk_host_core_info(core, &info), 0);
+	EXPECT_EQ(info.size_bytes, 1u << 20);
+	EXPECT_EQ(info.max_io, 1024u);
+	EXPECT_EQ(info.slots, 256u);
+	EXPECT_TRUE(info.volatile_cache);
+}
+
+TEST_F(Host, AWriteGoesInDatagramsOfMaxIoAndCompletesWhenAllAreAnswered)
+{
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 8192, 4096, 1, now), 0);
+	ASSERT_EQ(att.sends.size(), 4u);
+	for (uint32_t i = 0; i < 4; i++) {
+		EXPECT_EQ(att.sends[i].h.op, op_write);
+		EXPECT_EQ(att.sends[i].h.offset, 8192u + 1024 * i);
+		EXPECT_EQ(att.sends[i].h.flags, flag_fua);
+		EXPECT_EQ(att.sends[i].at, 1024 * i);
+		EXPECT_EQ(att.sends[i].len, 1024u);	/* the data goes from the request */
+	}
+	for (uint32_t i = 0; i < 3; i++)
+		answer(att.sends[i].h);
+	EXPECT_TRUE(att.done.empty());
+	answer(att.sends[3].h);
+	ASSERT_EQ(att.done.size(), 1u);
+	EXPECT_EQ(att.done[0], std::make_pair(1u, (uint16_t)0));
+}
+
+TEST_F(Host, AReadsAnswersLandAtTheirPlaceInTheRequest)
+{
+	open();
+	att.read_into.assign(2048, 0);
+	ASSERT_EQ(netblk_host_core_queue(core, 0, NETBLK_IO_READ, 0, 2048, 0, now), 0);
+	ASSERT_EQ(att.sends.size(), 1u);	/* one READ: max_read is 16 KiB */
+	header chunk = att.sends[0].h;
+	uint8_t data[1024];
+
+	for (uint32_t i = 0; i < 2; i++) {
+		chunk.offset = 1024 * (1 - i);	/* the second half first */
+		chunk.length = 1024;
+		memset(data, 'a' + (1 - i), sizeof(data));
+		answer(chunk, 0, data, sizeof(data));
+	}
+	ASSERT_EQ(att.done.size(), 1u);
+	EXPECT_EQ(att.read_into[0], 'a');
+	EXPECT_EQ(att.read_into[2047], 'b');
+}
+
+TEST_F(Host, SilenceIsResentAndTheTimerStaysArmedWhileAnythingIsOutstanding)
+{
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 2, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	ASSERT_EQ(att.sends.size(), 1u);
+	uint64_t seq = att.sends[0].h.seq;
+
+	/* the server is away: every firing resends, and asks to fire again */
+	for (int i = 0; i < 8; i++) {
+		uint64_t at = netblk_host_core_timer_ns(core, now);
+		ASSERT_NE(at, 0u) << "firing " << i;
+		now = at + 1;
+		uint64_t next = netblk_host_core_expire(core, now);
+		ASSERT_NE(next, 0u) << "nothing would fire again after firing " << i;
+		now = next;
+		netblk_host_core_expire(core, now);
+	}
+	ASSERT_GE(att.sends.size(), 8u);
+	for (const sent &s : att.sends)
+		EXPECT_EQ(s.h.seq, seq);	/* a resend keeps its number */
+	answer(att.sends.back().h);
+	ASSERT_EQ(att.done.size(), 1u);
+	EXPECT_EQ(netblk_host_core_timer_ns(core, now), 0u);	/* nothing waits */
+}
+
+TEST_F(Host, AnInstanceStartedAgainGetsANewSessionAndWhatWasOutstanding)
+{
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_WRITE, 4096, 1024, 0, now), 0);
+	header w = att.sends[0].h;
+
+	att.sends.clear();
+	answer(w, status_enotconn);	/* it forgot the session */
+	ASSERT_EQ(att.sends.size(), 1u);
+	ASSERT_EQ(att.sends[0].h.op, op_hello);
+	answer(att.sends[0].h, 0, nullptr, 0, 0, 0xc00c1e);
+	answer(att.sends[1].h, 0, nullptr, 0, session_id + 1, 0x5678);
+	ASSERT_EQ(att.sends.size(), 3u);
+	const header again = att.sends[2].h;
+	EXPECT_EQ(again.op, op_write);
+	EXPECT_EQ(again.session, session_id + 1);
+	EXPECT_EQ(again.token, 0x5678u);
+	EXPECT_EQ(again.offset, 4096u);
+	EXPECT_TRUE(att.done.empty());
+	answer(again, 0, nullptr, 0, session_id + 1, 0x5678);
+	ASSERT_EQ(att.done.size(), 1u);
+	EXPECT_EQ(att.done[0], std::make_pair(3u, (uint16_t)0));
+
+	netblk_host_stats st;
+	netblk_host_core_read_stats(core, &st);
+	EXPECT_EQ(st.sessions_opened, 2u);
+	EXPECT_EQ(st.renumbered, 1u);
+}
+
+TEST_F(Host, AnswersOfAnotherSessionAreStray)
+{
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	header w = att.sends[0].h;
+
+	w.op |= op_reply_bit;
+	w.session = session_id + 5;
+	uint8_t bytes[header_size];
+	encode_header(bytes, w);
+	netblk_host_core_receive(core, bytes, header_size, header_size, nullptr, now);
+	EXPECT_TRUE(att.done.empty());
+	netblk_host_stats st;
+	netblk_host_core_read_stats(core, &st);
+	EXPECT_EQ(st.stray, 1u);
+}
+
+TEST_F(Host, WhatInfoSaysTheInstanceCannotTakeIsRefusedBeforeAnythingIsSent)
+{
+	EXPECT_EQ(netblk_host_core_queue(core, 0, NETBLK_IO_WRITE, 0, 1024, 0, now), -22);
+	open();
+	/* the geometry came without TRIM */
+	EXPECT_EQ(netblk_host_core_queue(core, 0, NETBLK_IO_DISCARD, 0, 1024, 0, now), -22);
+	EXPECT_TRUE(att.sends.empty());
+}
+
+TEST_F(Host, NoRoomForARequestsDatagramsIsEagainAndNothingIsQueued)
+{
+	open();
+	/* depth x 64 datagrams: fill them with 64 KiB writes, then one more */
+	for (uint32_t t = 0; t < depth; t++)
+		ASSERT_EQ(netblk_host_core_queue(core, t, NETBLK_IO_WRITE, 0, 65536, 0, now), 0);
+	size_t sent_before = att.sends.size();
+	EXPECT_EQ(netblk_host_core_queue(core, 0, NETBLK_IO_WRITE, 0, 2048, 0, now), -11);
+	EXPECT_EQ(att.sends.size(), sent_before);
+}
+
+} /* namespace */
