@@ -150,7 +150,12 @@ static void hello_answered(host_core *c, const header &h, u64 now_ns)
 		break;
 	case host_session::result::refused:
 		add_once(c->refused, 1);
-		c->retry_ns = now_ns + refused_retry_ns;
+		if (!c->info_valid) {
+			/* attaching: INFO fails with the reason, the owner says it */
+			c->queue.cancel(c->info_tag, c->session.refusal());
+			break;
+		}
+		c->retry_ns = now_ns + refused_retry_ns;	/* attached: never give up */
 		break;
 	case host_session::result::busy:
 	case host_session::result::ignored:
@@ -370,11 +375,6 @@ int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_hos
 	info->volatile_cache = g.volatile_cache;
 	info->fua = g.fua;
 	return 0;
-}
-
-uint16_t netblk_host_core_refusal(const struct netblk_host_core *core)
-{
-	return core->c.session.refusal();
 }
 
 int netblk_host_core_queue(struct netblk_host_core *core, uint32_t tag, enum netblk_io_op op,

@@ -80,7 +80,13 @@ int netblk_host_core_create(const struct netblk_host_config *config,
 			    struct netblk_host_core **out);
 void netblk_host_core_destroy(struct netblk_host_core *core);
 
-/* Open a session (the first HELLO goes out now), then ask INFO as request @tag. */
+/*
+ * Open a session (the first HELLO goes out now), then ask INFO as request
+ * @tag.  Until INFO has been answered, a refused session fails request @tag
+ * with the refusal (EUSERS: no room; EKEYREJECTED: the key, or its mode, is
+ * not the instance's); once attached, a refused HELLO is tried again every
+ * second.
+ */
 void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint64_t now_ns);
 
 /*
@@ -88,13 +94,6 @@ void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint6
  * *@info, or -EPROTO when it said what no instance serves.
  */
 int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_host_info *info);
-
-/*
- * Why the session could not be opened: 0, or the status (an errno) of the
- * instance's refusal -- EUSERS (no room), EKEYREJECTED (the key, or its
- * mode, is not the instance's).
- */
-uint16_t netblk_host_core_refusal(const struct netblk_host_core *core);
 
 /*
  * Queue request @tag: @op (enum netblk_io_op) on @len bytes at device byte

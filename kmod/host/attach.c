@@ -68,38 +68,39 @@ static int netblk_host_wait_info(struct netblk_attachment *att, struct netlink_e
 {
 	const struct netblk_attach_params *p = &att->params;
 	long left = wait_for_completion_killable_timeout(&att->info_done, NETBLK_HOST_INFO_WAIT);
-	u16 refusal;
 	int err;
-
-	spin_lock_bh(&att->lock);
-	refusal = netblk_host_core_refusal(att->core);
-	err = left > 0 ? att->info_status : 0;
-	if (!err && left > 0)
-		err = netblk_host_core_info(att->core, &att->info);
-	spin_unlock_bh(&att->lock);
 
 	if (left < 0)
 		return left;	/* killed */
-	if (!left && refusal == EKEYREJECTED) {
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: its key (or auth= mode) is not this one",
-				   &p->addr, p->port);
-		return -EKEYREJECTED;
-	}
-	if (!left && refusal) {
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session (errno %u)", &p->addr,
-				   p->port, refusal);
-		return -(int)refusal;
-	}
 	if (!left) {
 		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u did not answer INFO in %d s: is an instance started on that port?",
 				   &p->addr, p->port, NETBLK_HOST_INFO_WAIT / HZ);
 		return -ETIMEDOUT;
 	}
-	if (err == -EPROTO)
+	spin_lock_bh(&att->lock);
+	err = att->info_status;
+	if (!err)
+		err = netblk_host_core_info(att->core, &att->info);
+	spin_unlock_bh(&att->lock);
+
+	switch (err) {
+	case 0:
+		break;
+	case -EKEYREJECTED:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: its key (or auth= mode) is not this one",
+				   &p->addr, p->port);
+		break;
+	case -EUSERS:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: it holds as many as it can (its sessions=)",
+				   &p->addr, p->port);
+		break;
+	case -EPROTO:
 		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u answered an INFO no instance serves", &p->addr,
 				   p->port);
-	else if (err)
+		break;
+	default:
 		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused INFO (errno %d)", &p->addr, p->port, -err);
+	}
 	return err;
 }
 

@@ -22,6 +22,7 @@ LOAD = ROOT / "tools" / "netblk-load" / "netblk-load"
 SERVER_END, CLIENT_END = free_udp_port(), free_udp_port()
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
+TC = "/usr/sbin/tc.iproute2"  # iproute2's: busybox's tc has no netem or filters
 GUEST_OPTIONS = {"qemu_args": link_args(SERVER_END, CLIENT_END, "52:54:00:09:00:01")}
 
 
@@ -37,8 +38,10 @@ def client_host():
     g = Guest("link-client", qemu_args=link_args(CLIENT_END, SERVER_END, "52:54:00:09:00:02"),
               extra_programs={"/usr/bin/netblk-load": LOAD, "/sbin/mkfs.ext4": Path("/usr/sbin/mkfs.ext4"),
                               "/sbin/e2fsck": Path("/usr/sbin/e2fsck"),
-                              "/usr/bin/fio": Path("/usr/bin/fio")},
-              modules=["ext4", "crc32c_generic"])
+                              "/usr/bin/fio": Path("/usr/bin/fio"),
+                              TC: Path("/sbin/tc"), "/sbin/mdadm": Path("/usr/sbin/mdadm")},
+              modules=["ext4", "crc32c_generic", "sch_netem", "sch_ingress", "ifb", "act_mirred",
+                       "cls_matchall", "raid1"])
     try:
         g.start()
     except GuestError as e:
@@ -110,7 +113,7 @@ def test_attach_mkfs_mount_and_every_file_reads_back_after_fsck(attached):
     c.check(f"mkfs.ext4 -q -F {DEV}", timeout=300)
     c.check(f"mkdir -p /mnt && mount -t ext4 {DEV} /mnt", timeout=60)
     # a tree of files of assorted sizes, their checksums kept off the device
-    c.check("mkdir -p /mnt/a/b /mnt/c && i=0; for s in 1 7 64 300 1024 4096; do "
+    c.check("mkdir -p /mnt/a/b /mnt/c && i=0; for s in 1 7 64 300 1024; do "
             "i=$((i+1)); dd if=/dev/urandom of=/mnt/a/f$i bs=1k count=$s 2>/dev/null; "
             "dd if=/dev/urandom of=/mnt/a/b/g$i bs=512 count=$((s+3)) 2>/dev/null; "
             "echo hello$i > /mnt/c/h$i; done && "
@@ -178,3 +181,104 @@ def test_attach_refuses_a_server_that_does_not_answer(attached):
     assert rc == 2 and "queue-depth" in out, out
     rc, out = attached.run("netblkctl detach netblk7", timeout=60)
     assert rc == 1 and "not attached" in out, out
+
+
+def test_a_keyed_instance_takes_only_a_client_with_its_key(attached, server):
+    c = attached
+    key = server.check("netblkctl genkey").strip()
+    server.check(f"echo {key} > /tmp/k && chmod 600 /tmp/k && "
+                 f"netblkctl start /dev/nvme0n1p2 {PORT + 1} dev=eth1 key=/tmp/k")
+    c.check(f"echo {key} > /tmp/k && echo 0123456789abcdef0123456789abcdef > /tmp/bad && "
+            "chmod 600 /tmp/k /tmp/bad")
+    for opt in ("", "key=/tmp/bad"):
+        rc, out = c.run(f"netblkctl attach {SERVER_IP} {PORT + 1} {opt}", timeout=60)
+        assert rc == 1 and "refused the session" in out, out
+    c.check(f"netblkctl attach {SERVER_IP} {PORT + 1} key=/tmp/k", timeout=60)
+    c.check("dd if=/dev/urandom of=/tmp/s2 bs=64k count=4 2>/dev/null && "
+            "dd if=/tmp/s2 of=/dev/netblk0 bs=64k oflag=direct 2>/dev/null && "
+            "dd if=/dev/netblk0 bs=64k count=4 2>/dev/null | cmp /tmp/s2 -", timeout=120)
+    assert "key header" in c.check("netblkctl list")
+
+
+def test_rmmod_detaches_every_device_and_leaves_nothing(attached):
+    c = attached
+    c.check(f"netblkctl attach {SERVER_IP} {PORT} && netblkctl attach {SERVER_IP} {PORT}",
+            timeout=60)
+    c.check("dd if=/dev/netblk1 of=/dev/null bs=64k count=16 iflag=direct 2>/dev/null", timeout=120)
+    c.check("rmmod netblk", timeout=60)
+    assert "netblk" not in c.check("cat /proc/partitions")
+    c.check("modprobe netblk")
+
+
+def impair_link(c: Guest, spec: str) -> None:
+    """netem on the client's link both ways: its sends on eth1, and what it
+    receives through ifb0 (the server's replies leave through XDP, which no
+    qdisc of the server sees)."""
+    c.check("for m in sch_netem sch_ingress act_mirred cls_matchall; do modprobe $m || exit 1; "
+            "done && modprobe ifb numifbs=1 && ip link set ifb0 up && "
+            f"{TC} qdisc add dev eth1 root netem {spec} && "
+            f"{TC} qdisc add dev eth1 handle ffff: ingress && "
+            f"{TC} filter add dev eth1 parent ffff: matchall action mirred egress redirect dev ifb0 && "
+            f"{TC} qdisc add dev ifb0 root netem {spec}")
+
+
+def clear_link(c: Guest) -> None:
+    c.run(f"{TC} qdisc del dev eth1 root; {TC} qdisc del dev eth1 ingress; "
+          f"{TC} qdisc del dev ifb0 root", timeout=30)
+
+
+def server_stats(server: Guest, port: int) -> dict:
+    return [i for i in json.loads(server.check("netblkctl list --json"))
+            if i["port"] == port][0]["stats"]
+
+
+def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
+    c = attached
+    c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    impair_link(c, "loss 3% duplicate 5% delay 1ms 3ms reorder 10%")
+    try:
+        rc, out = c.run("fio --name=v --filename=/dev/netblk0 --ioengine=libaio --direct=1 "
+                        "--rw=randwrite --bs=4k --iodepth=32 --size=8m --verify=crc32c "
+                        "--verify_fatal=1 --do_verify=1 --randrepeat=0 --output-format=terse",
+                        timeout=600)
+    finally:
+        clear_link(c)
+    assert rc == 0, out
+    text = c.check("netblkctl list")
+    assert "requests " in text and "(errors 0)" in text, text
+    st = server_stats(server, PORT)
+    assert st["duplicates"] + st["duplicates_in_flight"] > 0, st
+
+
+def test_md_raid1_across_two_instances_degrades_and_resyncs(attached, server):
+    c = attached
+    server.check(f"netblkctl start /dev/nvme0n1p2 {PORT + 1} dev=eth1")
+    # md fails a member only when its I/O fails: timeout= makes an outage an EIO
+    c.check(f"netblkctl attach {SERVER_IP} {PORT} timeout=10 && "
+            f"netblkctl attach {SERVER_IP} {PORT + 1} timeout=10", timeout=120)
+    c.check("mdadm --create /dev/md0 --run --level=1 --raid-devices=2 --bitmap=internal "
+            "--assume-clean --metadata=1.2 /dev/netblk0 /dev/netblk1", timeout=120)
+    try:
+        c.check("dd if=/dev/urandom of=/tmp/a bs=64k count=32 2>/dev/null && "
+                "dd if=/tmp/a of=/dev/md0 bs=64k oflag=direct 2>/dev/null", timeout=300)
+        server.check(f"netblkctl stop {PORT + 1}")
+        # writes go on, to the member left; the other is failed after its timeout
+        c.check("dd if=/dev/urandom of=/tmp/b bs=64k count=32 2>/dev/null && "
+                "dd if=/tmp/b of=/dev/md0 bs=64k seek=32 oflag=direct 2>/dev/null", timeout=300)
+        detail = c.check("mdadm --detail /dev/md0")
+        assert "degraded" in detail and "faulty" in detail, detail
+        server.check(f"netblkctl start /dev/nvme0n1p2 {PORT + 1} dev=eth1")
+        c.check("mdadm /dev/md0 --remove /dev/netblk1 && mdadm /dev/md0 --re-add /dev/netblk1",
+                timeout=120)
+        c.check("for i in $(seq 600); do grep -q recovery /proc/mdstat || break; sleep 1; done; "
+                "! grep -q recovery /proc/mdstat", timeout=700)
+        detail = c.check("mdadm --detail /dev/md0")
+        assert "degraded" not in detail and "active sync" in detail, detail
+        # both members hold both halves: read each alone
+        c.check("cat /tmp/a /tmp/b > /tmp/ab && mdadm --stop /dev/md0 && "
+                "for d in netblk0 netblk1; do off=$(mdadm --examine /dev/$d | "
+                "sed -n 's/.*Data Offset : \\([0-9]*\\) sectors.*/\\1/p'); "
+                "dd if=/dev/$d bs=512 skip=$off count=8192 2>/dev/null | cmp /tmp/ab - || exit 1; "
+                "done", timeout=300)
+    finally:
+        c.run("mdadm --stop /dev/md0", timeout=60)

@@ -142,6 +142,20 @@ TEST_F(Host, OpensASessionAsksInfoAndKnowsTheInstance)
 	EXPECT_TRUE(info.volatile_cache);
 }
 
+TEST_F(Host, ARefusedSessionFailsInfoWithTheReason)
+{
+	netblk_host_core_connect(core, info_tag, now);
+	ASSERT_EQ(att.sends.size(), 1u);
+	header hello = att.sends[0].h;
+
+	hello.flags = flag_auth_key;	/* what a keyed instance says to an untagged HELLO */
+	answer(hello, status_ekeyrejected);
+	ASSERT_EQ(att.done.size(), 1u);
+	EXPECT_EQ(att.done[0], std::make_pair(info_tag, (uint16_t)status_ekeyrejected));
+	netblk_host_info info;
+	EXPECT_NE(netblk_host_core_info(core, &info), 0);
+}
+
 TEST_F(Host, AWriteGoesInDatagramsOfMaxIoAndCompletesWhenAllAreAnswered)
 {
 	open();

@@ -507,6 +507,18 @@ int dump_instances(std::vector<netblk_instance> &insts)
 	return 0;
 }
 
+// The block-device client's devices; 0, or the exit status of the failure.
+int dump_attached(std::vector<netblk_attached> &atts)
+{
+	netblk_client client;
+	int rc;
+	if (!connect(client, rc))
+		return rc;
+	if (nl_status st = client.attached(atts); !st.ok())
+		return failed(st);
+	return 0;
+}
+
 int cmd_list(const std::vector<std::string_view> &argv)
 {
 	bool json = false;
@@ -520,14 +532,9 @@ int cmd_list(const std::vector<std::string_view> &argv)
 	if (int rc = dump_instances(insts))
 		return rc;
 	std::vector<netblk_attached> atts;
-	if (!json) {
-		netblk_client client;
-		int rc;
-		if (!connect(client, rc))
+	if (!json)
+		if (int rc = dump_attached(atts))
 			return rc;
-		if (nl_status st = client.attached(atts); !st.ok())
-			return failed(st);
-	}
 	print_list(insts, atts, json);
 	return finish();
 }
@@ -540,7 +547,10 @@ int cmd_stats(const std::vector<std::string_view> &argv)
 	std::vector<netblk_instance> insts;
 	if (int rc = dump_instances(insts))
 		return rc;
-	fputs(format_prometheus(insts).c_str(), stdout);
+	std::vector<netblk_attached> atts;
+	if (int rc = dump_attached(atts))
+		return rc;
+	fputs(format_prometheus(insts, atts).c_str(), stdout);
 	return finish();
 }
 

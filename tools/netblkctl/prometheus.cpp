@@ -226,7 +226,87 @@ std::string prometheus_label_value(std::string_view s)
 	return out;
 }
 
-std::string format_prometheus(const std::vector<netblk_instance> &insts)
+// The block-device client's counters: name, its attribute, help.
+const struct {
+	const char *name;
+	netblk_host_stat_attr attr;
+	const char *help;
+} host_counters[] = {
+	{"netblk_host_requests_total", NETBLK_HS_REQUESTS, "Block requests the device took."},
+	{"netblk_host_errors_total", NETBLK_HS_ERRORS, "Block requests ended with an error."},
+	{"netblk_host_datagrams_sent_total", NETBLK_HS_SENDS,
+	 "Datagrams sent to the instance, resends and HELLOs included."},
+	{"netblk_host_datagrams_received_total", NETBLK_HS_RX_DATAGRAMS,
+	 "Datagrams received from the instance."},
+	{"netblk_host_stray_total", NETBLK_HS_STRAY,
+	 "Answers to nothing outstanding: late answers to resent datagrams, or of an old session."},
+	{"netblk_host_sessions_opened_total", NETBLK_HS_SESSIONS_OPENED,
+	 "Sessions opened with the instance (more than one: it was started again)."},
+	{"netblk_host_renumbered_total", NETBLK_HS_RENUMBERED,
+	 "Datagrams sent again in a new session."},
+	{"netblk_host_window_decreases_total", NETBLK_HS_WINDOW_DECREASES,
+	 "Times the window of datagrams outstanding was halved (a loss, an EAGAIN)."},
+	{"netblk_host_send_errors_total", NETBLK_HS_TX_ERRORS,
+	 "Sends the socket refused (the resend timer sends them again)."},
+};
+
+const struct {
+	const char *why;
+	netblk_host_stat_attr attr;
+} host_resends[] = {
+	{"timeout", NETBLK_HS_TIMEOUTS},
+	{"fast", NETBLK_HS_FAST_RESENDS},
+	{"busy", NETBLK_HS_BUSY},
+};
+
+// disk="netblk0",server="10.9.0.1:7000"
+std::string host_labels(const netblk_attached &a)
+{
+	return "disk=\"" + prometheus_label_value(a.disk) + "\",server=\"" + format_ipv4(a.addr) +
+	       ":" + std::to_string(a.port) + "\"";
+}
+
+void host_families(std::ostream &o, const std::vector<netblk_attached> &atts)
+{
+	for (const auto &c : host_counters) {
+		family(o, c.name, "counter", c.help);
+		for (const auto &a : atts)
+			o << c.name << '{' << host_labels(a) << "} " << a.stat(c.attr) << '\n';
+	}
+	family(o, "netblk_host_resends_total", "counter",
+	       "Datagrams sent again: after silence (timeout), overtaken by later answers (fast), "
+	       "answered EAGAIN (busy).");
+	for (const auto &a : atts)
+		for (const auto &r : host_resends)
+			o << "netblk_host_resends_total{" << host_labels(a) << ",why=\"" << r.why << "\"} "
+			  << a.stat(r.attr) << '\n';
+	family(o, "netblk_host_bytes_total", "counter",
+	       "Data bytes: WRITE data sent from the request's pages (in_place) or copied by the "
+	       "socket (copied), READ data copied from answers (read_copied).");
+	for (const auto &a : atts) {
+		o << "netblk_host_bytes_total{" << host_labels(a) << ",how=\"in_place\"} "
+		  << a.stat(NETBLK_HS_BYTES_IN_PLACE) << '\n';
+		o << "netblk_host_bytes_total{" << host_labels(a) << ",how=\"copied\"} "
+		  << a.stat(NETBLK_HS_BYTES_COPIED) << '\n';
+		o << "netblk_host_bytes_total{" << host_labels(a) << ",how=\"read_copied\"} "
+		  << a.stat(NETBLK_HS_READ_BYTES_COPIED) << '\n';
+	}
+	family(o, "netblk_host_outstanding", "gauge", "Datagrams sent and not answered yet.");
+	for (const auto &a : atts)
+		o << "netblk_host_outstanding{" << host_labels(a) << "} "
+		  << a.stat(NETBLK_HS_OUTSTANDING) << '\n';
+	family(o, "netblk_host_window", "gauge", "Datagrams that may be outstanding now.");
+	for (const auto &a : atts)
+		o << "netblk_host_window{" << host_labels(a) << "} " << a.stat(NETBLK_HS_WINDOW) << '\n';
+	family(o, "netblk_host_srtt_seconds", "gauge",
+	       "The smoothed round trip of a datagram, the server's disk included.");
+	for (const auto &a : atts)
+		o << "netblk_host_srtt_seconds{" << host_labels(a) << "} "
+		  << json_double(a.stat(NETBLK_HS_SRTT_NS) / 1e9) << '\n';
+}
+
+std::string format_prometheus(const std::vector<netblk_instance> &insts,
+			      const std::vector<netblk_attached> &atts)
 {
 	std::ostringstream o;
 	for (const auto &c : counters) {
@@ -267,5 +347,6 @@ std::string format_prometheus(const std::vector<netblk_instance> &insts)
 		o << "netblk_uptime_seconds{" << labels(inst) << "} "
 		  << json_double(inst.uptime_ms / 1000.0) << '\n';
 	histogram(o, insts);
+	host_families(o, atts);
 	return o.str();
 }

@@ -49,5 +49,8 @@ double prometheus_sum_seconds(const latency_hist &h);
 std::string prometheus_label_value(std::string_view s);
 
 // The whole exposition, newline-terminated; every metric family's HELP and
-// TYPE even when there is no instance.
-std::string format_prometheus(const std::vector<netblk_instance> &insts);
+// TYPE even when there is no instance.  Devices attached by the
+// block-device client are the netblk_host_* families, labelled by disk and
+// the server they are of.
+std::string format_prometheus(const std::vector<netblk_instance> &insts,
+			      const std::vector<netblk_attached> &atts = {});

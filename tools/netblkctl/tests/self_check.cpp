@@ -941,12 +941,34 @@ void check_prometheus()
 	c.port = 7002;
 	c.latency = sparse_of(*big);
 
-	std::string text = format_prometheus({a, b, c});
+	netblk_attached d;
+	uint8_t server[4] = {10, 9, 0, 1};
+	d.disk = "netblk0";
+	memcpy(&d.addr, server, 4);
+	d.port = 7000;
+	d.stats[NETBLK_HS_REQUESTS] = 1025;
+	d.stats[NETBLK_HS_FAST_RESENDS] = 3;
+	d.stats[NETBLK_HS_BYTES_IN_PLACE] = 4096;
+	d.stats[NETBLK_HS_SRTT_NS] = 3572500;
+	std::string text = format_prometheus({a, b, c}, {d});
 	std::vector<prom_sample> samples;
 	std::string err = parse_prometheus(text, samples);
 	check_eq(err, "", "prometheus output parses");
 	if (!err.empty())
 		fprintf(stderr, "%s", text.c_str());
+	std::map<std::string, std::string> ld{{"disk", "netblk0"}, {"server", "10.9.0.1:7000"}};
+	auto host_value = [&](const std::string &name, std::map<std::string, std::string> l) {
+		const prom_sample *s = find_sample(samples, name, l);
+		return s ? s->value : -1.0;
+	};
+	check(host_value("netblk_host_requests_total", ld) == 1025, "attached requests counter");
+	auto lf = ld;
+	lf["why"] = "fast";
+	check(host_value("netblk_host_resends_total", lf) == 3, "attached fast resends");
+	auto lb = ld;
+	lb["how"] = "in_place";
+	check(host_value("netblk_host_bytes_total", lb) == 4096, "attached bytes in place");
+	check(host_value("netblk_host_srtt_seconds", ld) == 0.0035725, "attached srtt gauge");
 
 	std::map<std::string, std::string> la{{"port", "7000"}, {"device", "/dev/nvme0n1p2"},
 					      {"nic", "eth0"}};
@@ -1268,9 +1290,55 @@ void check_xdp_program()
 
 } // namespace
 
+/* The block-device client's lines: attach's, and list's for an attached device. */
+void check_attached_text()
+{
+	netblk_attached a;
+	uint8_t ip[4] = {10, 9, 0, 1};
+	a.disk = "netblk0";
+	memcpy(&a.addr, ip, 4);
+	a.port = 7000;
+	a.size = 256ull << 20;
+	a.max_io = 1024;
+	a.slots = 256;
+	a.queue_depth = 64;
+	a.uptime_ms = 21500;
+	a.stats[NETBLK_HS_REQUESTS] = 1025;
+	a.stats[NETBLK_HS_SENDS] = 4190;
+	a.stats[NETBLK_HS_RX_DATAGRAMS] = 4170;
+	a.stats[NETBLK_HS_WINDOW] = 26;
+	a.stats[NETBLK_HS_TIMEOUTS] = 89;
+	a.stats[NETBLK_HS_SRTT_NS] = 3572500;
+	a.stats[NETBLK_HS_RTO_NS] = 20000000;
+	a.stats[NETBLK_HS_SESSIONS_OPENED] = 2;
+	a.stats[NETBLK_HS_RENUMBERED] = 4;
+	a.stats[NETBLK_HS_BYTES_IN_PLACE] = 4300000;
+	check_eq(format_attached(a),
+		 "netblk: /dev/netblk0 is 10.9.0.1:7000 (256 MiB, read-write), 1024 bytes a datagram",
+		 "attach line");
+	check_eq(format_attached_text(a),
+		 "/dev/netblk0: 10.9.0.1:7000 (256 MiB, rw), 1024 bytes a datagram, queue depth 64,"
+		 " I/O waits for the server, key none, up 21 s\n"
+		 "  requests 1025 (errors 0), datagrams sent 4190, received 4170, outstanding 0"
+		 " (window 26 of 256, queued 0)\n"
+		 "  resends: timeout 89, fast 0, busy 0; window cut 0 times; srtt 3572.5 us,"
+		 " rto 20000.0 us\n"
+		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0\n"
+		 "  write data sent in place 4.1 MiB, copied 0 B; read data copied 0 B;"
+		 " send errors 0, dropped 0\n", "attached list text");
+	a.read_only = true;
+	a.timeout_ms = 5000;
+	a.auth = NETBLK_AUTH_HEADER;
+	std::string t = format_attached_text(a);
+	check(t.find("(256 MiB, ro), 1024 bytes a datagram, queue depth 64, I/O fails after 5000 ms,"
+		     " key header,") != std::string::npos, "attached ro, timeout, key");
+	check(format_attached(a).find("(256 MiB, read-only)") != std::string::npos, "attach ro line");
+}
+
 int main()
 {
 	check_sizes();
+	check_attached_text();
 	check_strings();
 	check_text();
 	check_key();
