@@ -308,6 +308,7 @@ int netblk_host_socket_open(struct netblk_attachment *att, struct net *net,
 	struct sock *sk;
 	int err;
 
+	/* a kernel socket holds no reference on @net: the family is init_net's only (netnsok false) */
 	err = sock_create_kern(net, AF_INET, SOCK_DGRAM, IPPROTO_UDP, &sock);
 	if (err) {
 		NL_SET_ERR_MSG_FMT(extack, "cannot create a UDP socket (%d)", err);
@@ -365,6 +366,7 @@ void netblk_host_socket_close(struct netblk_attachment *att)
 	cancel_work_sync(&att->tx_work);
 	mutex_lock(&att->tx_mutex);	/* a queue_rq still sending */
 	if (att->sock) {
+		sk_clear_memalloc(att->sock->sk);	/* its static key, taken at open */
 		kernel_sock_shutdown(att->sock, SHUT_RDWR);
 		sock_release(att->sock);
 		att->sock = NULL;

@@ -534,11 +534,28 @@ void netblk_stop_all(enum netblk_stop_reason reason)
 	netblk_stop_instances(NULL, reason, 0, &released, &stopping);
 }
 
+/*
+ * Reply to a STOP or DETACH with how many went (STOPPED) and, for STOP, how
+ * many still wait (STOPPING); @reply is consumed.
+ */
+static int netblk_reply_counts(struct sk_buff *reply, struct genl_info *info, u8 cmd,
+			       u32 stopped, const u32 *stopping)
+{
+	void *hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, cmd);
+
+	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, stopped) ||
+	    (stopping && nla_put_u32(reply, NETBLK_A_STOPPING, *stopping))) {
+		nlmsg_free(reply);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(reply, hdr);
+	return genlmsg_reply(reply, info);
+}
+
 static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 {
 	u32 released, stopping;
 	struct sk_buff *reply;
-	void *hdr;
 	int err;
 
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_PORT]) {
@@ -560,14 +577,7 @@ static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 		nlmsg_free(reply);
 		return err;
 	}
-	hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, NETBLK_CMD_STOP);
-	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, released) ||
-	    nla_put_u32(reply, NETBLK_A_STOPPING, stopping)) {
-		nlmsg_free(reply);
-		return -EMSGSIZE;
-	}
-	genlmsg_end(reply, hdr);
-	return genlmsg_reply(reply, info);
+	return netblk_reply_counts(reply, info, NETBLK_CMD_STOP, released, &stopping);
 }
 
 /*
@@ -815,7 +825,6 @@ static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 {
 	struct sk_buff *reply;
 	u32 detached;
-	void *hdr;
 	int err;
 
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_DISK]) {
@@ -832,13 +841,7 @@ static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 		nlmsg_free(reply);
 		return err;
 	}
-	hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, NETBLK_CMD_DETACH);
-	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, detached)) {
-		nlmsg_free(reply);
-		return -EMSGSIZE;
-	}
-	genlmsg_end(reply, hdr);
-	return genlmsg_reply(reply, info);
+	return netblk_reply_counts(reply, info, NETBLK_CMD_DETACH, detached, NULL);
 }
 
 /* One message per attachment; cb->args[0] as in netblk_dump_list. */
