@@ -4,6 +4,7 @@
  * and a queue of datagrams, the headers that go out and what the answers
  * mean.  Everything here runs under the attachment's lock.
  */
+#include "histogram.h"
 #include "host_api.h"
 #include "host_queue.h"
 #include "host_session.h"
@@ -54,6 +55,8 @@ struct host_core {
 	netblk_attachment *shim;
 	u8 info_bytes[info_payload_size];
 	u32 info_len;
+	u64 now_ns;		/* of the call into the core being served */
+	histogram service;	/* a request's queueing to its last answer, ns */
 };
 
 static u64 next_random(host_core *c)
@@ -98,6 +101,12 @@ static void on_complete(void *ctx, u32 tag, u16 status)
 		if (c->info_valid)
 			c->queue.set_limits(c->info.slots, c->info.max_io,
 					    min(c->info.slots, initial_window));
+	}
+	if (tag != c->info_tag && status == status_ok) {
+		u64 queued = c->queue.queued_ns(tag);
+
+		if (queued && c->now_ns >= queued)
+			c->service.record(c->now_ns - queued);
 	}
 	netblk_host_shim_complete(c->shim, tag, status);
 }
@@ -179,6 +188,7 @@ static void receive(host_core *c, const u8 *payload, u32 linear, u32 payload_len
 {
 	header h;
 
+	c->now_ns = now_ns;
 	if (linear < header_size || !answer_valid(c, payload, payload_len, &h)) {
 		add_once(c->stray, 1);
 		return;
@@ -217,6 +227,7 @@ static u64 expire(host_core *c, u64 now_ns)
 {
 	u64 due = c->session.due_ns();
 
+	c->now_ns = now_ns;
 	if (c->retry_ns && c->retry_ns <= now_ns)
 		open_session(c, now_ns);
 	else if (due && due <= now_ns) {
@@ -411,6 +422,18 @@ uint64_t netblk_host_core_timer_ns(const struct netblk_host_core *core, uint64_t
 void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status)
 {
 	core->c.queue.cancel_all(status);
+}
+
+uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint64_t *buckets,
+				       uint32_t n, uint64_t *max, uint64_t *count)
+{
+	const histogram &h = core->c.service;
+
+	for (uint32_t i = 0; i < n && i < histogram::bucket_count; i++)
+		buckets[i] = h.bucket(i);
+	*max = h.max();
+	*count = h.count();
+	return histogram::bucket_count;
 }
 
 void netblk_host_core_read_stats(const struct netblk_host_core *core,

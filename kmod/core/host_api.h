@@ -132,6 +132,13 @@ void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status)
 void netblk_host_core_read_stats(const struct netblk_host_core *core,
 				 struct netblk_host_stats *stats);
 
+/*
+ * The service-time histogram: a block request's queueing to its last
+ * answer, in ns, as netblk_core_read_latency() reads an instance's.
+ */
+uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint64_t *buckets,
+				       uint32_t n, uint64_t *max, uint64_t *count);
+
 /* ---- what the client's shim provides, called under the attachment's lock ---- */
 
 /*

@@ -160,6 +160,8 @@ public:
 		return lists_[list_outstanding].count || lists_[list_backoff].count ||
 		       (cfg_.deadline_ns && lists_[list_queued].count);
 	}
+	/* When request @tag's first datagram was added (valid in complete()). */
+	u64 queued_ns(u32 tag) const { return tag < cfg_.requests ? requests_[tag].queued_ns : 0; }
 	/* How many more datagrams add() takes now. */
 	u32 free_datagrams() const { return lists_[list_free].count; }
 	u64 next_seq() const { return next_seq_; }

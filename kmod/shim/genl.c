@@ -141,7 +141,21 @@ cancel:
 }
 
 /* The service-time histogram: its buckets with samples, and how to read them. */
-static int netblk_put_latency(struct sk_buff *skb, const struct netblk_instance *inst)
+/* An instance's histogram, or an attached device's (the client core's) */
+struct netblk_latency_source {
+	const struct netblk_core *core;
+	const struct netblk_host_core *host;
+};
+
+static u32 netblk_read_latency(const struct netblk_latency_source *src, u64 *buckets, u32 n,
+			       u64 *max, u64 *count)
+{
+	if (src->host)
+		return netblk_host_core_read_latency(src->host, buckets, n, max, count);
+	return netblk_core_read_latency(src->core, buckets, n, max, count);
+}
+
+static int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *src)
 {
 	struct netblk_latency_bucket *out;
 	u32 n, i, used = 0;
@@ -149,11 +163,11 @@ static int netblk_put_latency(struct sk_buff *skb, const struct netblk_instance 
 	struct nlattr *nest, *attr;
 	int err = -EMSGSIZE;
 
-	n = netblk_core_read_latency(inst->core, NULL, 0, &max, &count);
+	n = netblk_read_latency(src, NULL, 0, &max, &count);
 	buckets = kvmalloc_array(n, sizeof(*buckets), GFP_KERNEL);
 	if (!buckets)
 		return -ENOMEM;
-	netblk_core_read_latency(inst->core, buckets, n, &max, &count);
+	netblk_read_latency(src, buckets, n, &max, &count);
 	for (i = 0; i < n; i++)
 		used += buckets[i] != 0;
 
@@ -239,8 +253,12 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 		return -EMSGSIZE;
 	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
 		return -EMSGSIZE;
-	if ((what & NETBLK_PUT_LATENCY) && netblk_put_latency(skb, inst))
-		return -EMSGSIZE;
+	if (what & NETBLK_PUT_LATENCY) {
+		struct netblk_latency_source src = { .core = inst->core };
+
+		if (netblk_put_latency(skb, &src))
+			return -EMSGSIZE;
+	}
 	return 0;
 }
 
@@ -710,6 +728,12 @@ static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment 
 	    (stats && netblk_put_host_stats(skb, att))) {
 		genlmsg_cancel(skb, hdr);
 		return -EMSGSIZE;
+	}
+	if (stats) {
+		struct netblk_latency_source src = { .host = att->core };
+
+		/* one that does not fit the reader's buffer: listed without it ("n/a") */
+		netblk_put_latency(skb, &src);
 	}
 	genlmsg_end(skb, hdr);
 	return 0;

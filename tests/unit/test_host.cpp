@@ -171,9 +171,16 @@ TEST_F(Host, AWriteGoesInDatagramsOfMaxIoAndCompletesWhenAllAreAnswered)
 	for (uint32_t i = 0; i < 3; i++)
 		answer(att.sends[i].h);
 	EXPECT_TRUE(att.done.empty());
+	now += 3 * ms;
 	answer(att.sends[3].h);
 	ASSERT_EQ(att.done.size(), 1u);
 	EXPECT_EQ(att.done[0], std::make_pair(1u, (uint16_t)0));
+
+	/* its service time: queued to the last answer (INFO's is not one) */
+	uint64_t buckets[1], max, count;
+	netblk_host_core_read_latency(core, buckets, 0, &max, &count);
+	EXPECT_EQ(count, 1u);
+	EXPECT_EQ(max, 3 * ms);
 }
 
 TEST_F(Host, AReadsAnswersLandAtTheirPlaceInTheRequest)

@@ -340,9 +340,9 @@ std::string format_us_exact(uint64_t ns)
 	return s + f;
 }
 
-std::string format_latency_line(const latency_hist &h)
+std::string format_latency_line(const latency_hist &h, std::string_view what)
 {
-	std::string line = "service time us (arrival to reply): ";
+	std::string line = "service time us (" + std::string(what) + "): ";
 	if (!latency_usable(h))
 		return line + "n/a";
 	if (latency_samples(h) == 0)
@@ -424,6 +424,7 @@ std::string format_attached_text(const netblk_attached &att)
 	  << ", copied " << format_size(st(NETBLK_HS_BYTES_COPIED)) << "; read data copied "
 	  << format_size(st(NETBLK_HS_READ_BYTES_COPIED)) << "; send errors "
 	  << st(NETBLK_HS_TX_ERRORS) << ", dropped " << st(NETBLK_HS_TX_DROPPED) << "\n";
+	o << "  " << format_latency_line(att.latency, "queued to answered") << "\n";
 	return o.str();
 }
 

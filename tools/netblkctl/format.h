@@ -68,6 +68,7 @@ struct netblk_attached {
 	uint32_t auth = 0;		// enum netblk_auth
 	uint64_t uptime_ms = 0;
 	std::array<uint64_t, NETBLK_HS_MAX + 1> stats{};	// by enum netblk_host_stat_attr
+	latency_hist latency;		// a request's queueing to its last answer (ATTACHED only)
 
 	uint64_t stat(netblk_host_stat_attr s) const { return stats[s]; }
 };
@@ -115,7 +116,8 @@ std::string format_us_exact(uint64_t ns);
 // "service time us (arrival to reply): p50 75.7, p99 499.7, p99.9 704.5, max 225757.1",
 // "...: no samples yet", or "...: n/a" when the kernel sent no histogram
 // (or one in a layout this netblkctl does not know).
-std::string format_latency_line(const latency_hist &h);
+std::string format_latency_line(const latency_hist &h,
+				std::string_view what = "arrival to reply");
 
 // "none", "header" or "full": an enum netblk_auth as start's auth= says it.
 const char *auth_name(uint32_t auth);

@@ -228,10 +228,29 @@ bool get_attached_attr(const nlattr *a, netblk_attached &t)
 	return true;	// unknown to this netblkctl: ignored
 }
 
+int host_latency_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<attached_ctx *>(data);
+	if (!get_latency_attr(a, ctx->att->latency)) {
+		ctx->bad_attr = mnl_attr_get_type(a);
+		return MNL_CB_ERROR;
+	}
+	return MNL_CB_OK;
+}
+
 int attached_attr_cb(const nlattr *a, void *data)
 {
 	auto *ctx = static_cast<attached_ctx *>(data);
 	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_A_LATENCY) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) {
+			ctx->bad_attr = type;
+			return MNL_CB_ERROR;
+		}
+		ctx->att->latency = {};
+		ctx->att->latency.present = true;
+		return mnl_attr_parse_nested(a, host_latency_attr_cb, ctx);
+	}
 	if (type == NETBLK_A_HOST_STATS) {
 		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) {
 			ctx->bad_attr = type;

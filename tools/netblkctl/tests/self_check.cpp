@@ -1325,7 +1325,8 @@ void check_attached_text()
 		 " rto 20000.0 us\n"
 		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0\n"
 		 "  write data sent in place 4.1 MiB, copied 0 B; read data copied 0 B;"
-		 " send errors 0, dropped 0\n", "attached list text");
+		 " send errors 0, dropped 0\n"
+		 "  service time us (queued to answered): n/a\n", "attached list text");
 	a.read_only = true;
 	a.timeout_ms = 5000;
 	a.auth = NETBLK_AUTH_HEADER;
@@ -1333,6 +1334,9 @@ void check_attached_text()
 	check(t.find("(256 MiB, ro), 1024 bytes a datagram, queue depth 64, I/O fails after 5000 ms,"
 		     " key header,") != std::string::npos, "attached ro, timeout, key");
 	check(format_attached(a).find("(256 MiB, read-only)") != std::string::npos, "attach ro line");
+	a.latency = sparse_of(*small_histogram());
+	check(format_attached_text(a).find("\n  service time us (queued to answered): p50 ") !=
+	      std::string::npos, "attached service time");
 }
 
 int main()
