@@ -129,7 +129,12 @@ def test_attach_mkfs_mount_and_every_file_reads_back_after_fsck(attached):
             "cd / && umount /mnt", timeout=300)
     text = attached_stats(c)
     assert "/dev/netblk0: " + SERVER_IP in text, text
-    assert "write data sent in place 0 B" not in text, text
+    dev = json.loads(c.check("netblkctl list --attached --json"))[0]
+    assert dev["disk"] == "netblk0" and dev["addr"] == SERVER_IP and dev["port"] == PORT, dev
+    assert dev["stats"]["errors"] == 0 and dev["stats"]["bytes_in_place"] > 1 << 20, dev
+    assert dev["latency"]["count"] > 0 and dev["stats"]["completed"] > 0, dev
+    prom = c.check("netblkctl stats --prometheus")
+    assert f'netblk_host_requests_total{{disk="netblk0",server="{SERVER_IP}:{PORT}"}}' in prom
     c.check("netblkctl detach netblk0", timeout=60)
     assert not c.run(f"test -e {DEV}")[0] == 0
     assert "netblk0" not in c.check("cat /proc/partitions")

@@ -478,6 +478,83 @@ std::string format_instance_text(const netblk_instance &inst)
 	return o.str();
 }
 
+// The block-device client's counters and their JSON names.
+struct host_stat_name {
+	netblk_host_stat_attr attr;
+	const char *json;
+};
+
+constexpr host_stat_name host_stat_names[] = {
+	{NETBLK_HS_REQUESTS, "requests"},
+	{NETBLK_HS_ERRORS, "errors"},
+	{NETBLK_HS_SENDS, "sends"},
+	{NETBLK_HS_TIMEOUTS, "timeouts"},
+	{NETBLK_HS_FAST_RESENDS, "fast_resends"},
+	{NETBLK_HS_BUSY, "busy"},
+	{NETBLK_HS_STRAY, "stray"},
+	{NETBLK_HS_DUPLICATES, "duplicates"},
+	{NETBLK_HS_SESSIONS_OPENED, "sessions_opened"},
+	{NETBLK_HS_RENUMBERED, "renumbered"},
+	{NETBLK_HS_REFUSED, "refused"},
+	{NETBLK_HS_COMPLETED, "completed"},
+	{NETBLK_HS_FAILED, "failed"},
+	{NETBLK_HS_WINDOW, "window"},
+	{NETBLK_HS_WINDOW_DECREASES, "window_decreases"},
+	{NETBLK_HS_SRTT_NS, "srtt_ns"},
+	{NETBLK_HS_RTO_NS, "rto_ns"},
+	{NETBLK_HS_OUTSTANDING, "outstanding"},
+	{NETBLK_HS_QUEUED, "queued"},
+	{NETBLK_HS_BYTES_IN_PLACE, "bytes_in_place"},
+	{NETBLK_HS_BYTES_COPIED, "bytes_copied"},
+	{NETBLK_HS_READ_BYTES_COPIED, "read_bytes_copied"},
+	{NETBLK_HS_TX_ERRORS, "tx_errors"},
+	{NETBLK_HS_TX_DROPPED, "tx_dropped"},
+	{NETBLK_HS_RX_DATAGRAMS, "rx_datagrams"},
+};
+static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
+	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");
+
+static void attached_json(std::ostream &o, const netblk_attached &a)
+{
+	o << "{\"disk\": " << json_string(a.disk)
+	  << ", \"addr\": " << json_string(format_ipv4(a.addr))
+	  << ", \"port\": " << a.port
+	  << ", \"ifname\": " << json_string(a.ifname)
+	  << ", \"read_only\": " << (a.read_only ? "true" : "false")
+	  << ", \"size_bytes\": " << a.size
+	  << ", \"sector_size\": " << a.sector_size
+	  << ", \"max_io\": " << a.max_io
+	  << ", \"slots\": " << a.slots
+	  << ", \"queue_depth\": " << a.queue_depth
+	  << ", \"timeout_ms\": " << a.timeout_ms
+	  << ", \"auth\": " << json_string(auth_name(a.auth))
+	  << ", \"uptime_ms\": " << a.uptime_ms
+	  << ", \"stats\": {";
+	const char *sep = "";
+	for (const auto &s : host_stat_names) {
+		o << sep << '"' << s.json << "\": " << a.stat(s.attr);
+		sep = ", ";
+	}
+	o << "}, \"latency\": ";
+	latency_json(o, a.latency);
+	o << "}";
+}
+
+std::string format_attached_json(const std::vector<netblk_attached> &atts)
+{
+	if (atts.empty())
+		return "[]\n";
+	std::ostringstream o;
+	o << "[\n";
+	for (size_t i = 0; i < atts.size(); i++) {
+		o << "  ";
+		attached_json(o, atts[i]);
+		o << (i + 1 < atts.size() ? ",\n" : "\n");
+	}
+	o << "]\n";
+	return o.str();
+}
+
 std::string format_instances_json(const std::vector<netblk_instance> &insts)
 {
 	if (insts.empty())

@@ -132,6 +132,18 @@ std::string format_attached(const netblk_attached &att);
 // The lines `netblkctl list` prints for one attached device (newline-terminated).
 std::string format_attached_text(const netblk_attached &att);
 
+// `netblkctl list --attached --json`: an array of objects, one per attached
+// device (newline-terminated).  Field names (stable; keep README.md in step):
+//   disk, addr, port, ifname, read_only, size_bytes, sector_size, max_io,
+//   slots, queue_depth, timeout_ms, auth, uptime_ms,
+//   stats: { requests, errors, sends, timeouts, fast_resends, busy, stray,
+//            duplicates, sessions_opened, renumbered, refused, completed,
+//            failed, window, window_decreases, srtt_ns, rto_ns, outstanding,
+//            queued, bytes_in_place, bytes_copied, read_bytes_copied,
+//            tx_errors, tx_dropped, rx_datagrams },
+//   latency: as an instance's (a request's queueing to its last answer)
+std::string format_attached_json(const std::vector<netblk_attached> &atts);
+
 // The lines `netblkctl list` prints for one instance (newline-terminated).
 std::string format_instance_text(const netblk_instance &inst);
 

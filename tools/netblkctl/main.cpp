@@ -39,7 +39,7 @@ constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
 	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N]\n"
 	"                       [key=FILE [auth=header|full]]\n"
-	"       netblkctl list [--json]\n"
+	"       netblkctl list [--attached] [--json]\n"
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
 	"       netblkctl stop <port>|all\n"
@@ -62,7 +62,9 @@ constexpr const char usage_text[] =
 	"          key=FILE   answer only datagrams tagged with this key (32 hex digits)\n"
 	"          auth=...   what the tags cover: header (default with a key), or full\n"
 	"                     (the data too)\n"
-	"list    the instances, their counters and service time (--json: as a JSON array)\n"
+	"list    the instances, their counters and service time, then the devices attached\n"
+	"        here (--json: the instances as a JSON array; --attached: the attached\n"
+	"        devices only, --json as a JSON array)\n"
 	"watch   every S seconds (default 1) each instance's rates over the last\n"
 	"        interval, and the module's events as they come, until SIGINT or\n"
 	"        SIGTERM or N intervals (--json: one JSON object a line)\n"
@@ -521,11 +523,27 @@ int dump_attached(std::vector<netblk_attached> &atts)
 
 int cmd_list(const std::vector<std::string_view> &argv)
 {
-	bool json = false;
+	bool json = false, attached_only = false;
 	for (auto arg : argv) {
-		if (arg != "--json")
+		if (arg == "--json")
+			json = true;
+		else if (arg == "--attached")
+			attached_only = true;
+		else
 			return usage_error("unknown list option '" + std::string(arg) + "'");
-		json = true;
+	}
+	if (attached_only) {
+		std::vector<netblk_attached> atts;
+		if (int rc = dump_attached(atts))
+			return rc;
+		if (json)
+			fputs(format_attached_json(atts).c_str(), stdout);
+		else if (atts.empty())
+			puts("netblk: no devices attached");
+		else
+			for (const auto &a : atts)
+				fputs(format_attached_text(a).c_str(), stdout);
+		return finish();
 	}
 
 	std::vector<netblk_instance> insts;

@@ -1337,6 +1337,14 @@ void check_attached_text()
 	a.latency = sparse_of(*small_histogram());
 	check(format_attached_text(a).find("\n  service time us (queued to answered): p50 ") !=
 	      std::string::npos, "attached service time");
+	std::string j = format_attached_json({a, a});
+	check(valid_json(j), "attached json parses");
+	check(j.starts_with("[\n  {\"disk\": \"netblk0\", \"addr\": \"10.9.0.1\", \"port\": 7000, "
+			    "\"ifname\": \"\", \"read_only\": true, "), "attached json fields");
+	check(j.find("\"requests\": 1025, \"errors\": 0, \"sends\": 4190, ") != std::string::npos,
+	      "attached json stats");
+	check(j.find("\"latency\": {\"count\": 100, ") != std::string::npos, "attached json latency");
+	check_eq(format_attached_json({}), "[]\n", "no attached devices: []");
 }
 
 int main()
