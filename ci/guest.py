@@ -214,6 +214,18 @@ def kernel_root() -> Path:
     return (DEBUG_KERNEL if FLAVOUR == "debug" else KERNEL) / "root"
 
 
+def kernel_has(module: str) -> bool:
+    """Whether the guest's kernel has @module, as a module or built in."""
+    moddir = kernel_root() / "lib" / "modules" / kernel_release()
+    name = module.replace("-", "_")
+    if name in initramfs.module_index(moddir):
+        return True
+    builtin = moddir / "modules.builtin"
+    return builtin.exists() and any(
+        Path(line.strip()).name.split(".ko")[0].replace("-", "_") == name
+        for line in builtin.read_text().splitlines())
+
+
 # Under TCG the debug kernel spends minutes in ACPI's interpreter (its _PRT
 # methods hit the 30 s AML loop timeout, KASAN-instrumented) and in the HPET:
 # it takes only ACPI's CPU tables, routes PCI interrupts by the BIOS's table,

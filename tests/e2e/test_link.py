@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 
-from guest import Guest, GuestError, free_udp_port, kernel_trouble, link_args  # noqa: E402
+from guest import Guest, GuestError, free_udp_port, kernel_has, kernel_trouble, link_args  # noqa: E402
 
 LOAD = ROOT / "tools" / "netblk-load" / "netblk-load"
 SERVER_END, CLIENT_END = free_udp_port(), free_udp_port()
@@ -24,6 +24,17 @@ SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
 TC = "/usr/sbin/tc.iproute2"  # iproute2's: busybox's tc has no netem or filters
 GUEST_OPTIONS = {"qemu_args": link_args(SERVER_END, CLIENT_END, "52:54:00:09:00:01")}
+# what the client host's tests use; built in on the debug kernel (ci/debug-kernel.config)
+NETEM_MODULES = ["sch_netem", "sch_ingress", "ifb", "act_mirred", "cls_matchall"]
+CLIENT_MODULES = ["ext4", "crc32c_generic", "raid1"] + NETEM_MODULES
+
+
+def need_modules(*names: str) -> None:
+    missing = [m for m in names if not kernel_has(m)]
+    if missing:
+        pytest.fail(f"the guest kernel has no {', '.join(missing)} (a debug kernel built before "
+                    f"ci/debug-kernel.config had them: ci/debug-kernel.sh rebuilds it)",
+                    pytrace=False)
 
 
 def link_up(g: Guest, ip: str) -> None:
@@ -40,8 +51,7 @@ def client_host():
                               "/sbin/e2fsck": Path("/usr/sbin/e2fsck"),
                               "/usr/bin/fio": Path("/usr/bin/fio"),
                               TC: Path("/sbin/tc"), "/sbin/mdadm": Path("/usr/sbin/mdadm")},
-              modules=["ext4", "crc32c_generic", "sch_netem", "sch_ingress", "ifb", "act_mirred",
-                       "cls_matchall", "raid1"])
+              modules=[m for m in CLIENT_MODULES if kernel_has(m)])
     try:
         g.start()
     except GuestError as e:
@@ -239,6 +249,7 @@ def server_stats(server: Guest, port: int) -> dict:
 
 
 def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
+    need_modules(*NETEM_MODULES)
     c = attached
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     impair_link(c, "loss 3% duplicate 5% delay 1ms 3ms reorder 10%")
@@ -257,6 +268,7 @@ def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
 
 
 def test_md_raid1_across_two_instances_degrades_and_resyncs(attached, server):
+    need_modules("raid1")
     c = attached
     server.check(f"netblkctl start /dev/nvme0n1p2 {PORT + 1} dev=eth1")
     # md fails a member only when its I/O fails: timeout= makes an outage an EIO
