@@ -14,6 +14,7 @@
 namespace nb {
 
 constexpr int err_again = 11;
+constexpr int err_nomem = 12;
 constexpr int err_inval = 22;
 constexpr int err_proto = 71;
 
@@ -223,6 +224,17 @@ static u64 earliest(u64 a, u64 b)
 	return min(a, b);
 }
 
+/*
+ * When a timer must fire at the latest for what waits now: an outstanding
+ * datagram's timeout, a HELLO's resend, a refused HELLO's retry (0: none).
+ */
+static u64 next_due(const host_core *c, u64 now_ns)
+{
+	u64 at = c->queue.waiting() ? now_ns + c->queue.rto().timeout_ns() : 0;
+
+	return earliest(earliest(at, c->session.due_ns()), c->retry_ns);
+}
+
 static u64 expire(host_core *c, u64 now_ns)
 {
 	u64 due = c->session.due_ns();
@@ -242,10 +254,7 @@ static u64 expire(host_core *c, u64 now_ns)
 	 * queue's answer above did not know it would be outstanding again.
 	 */
 	send_queued(c, now_ns);
-	if (c->queue.waiting())
-		next = earliest(next, now_ns + c->queue.rto().timeout_ns());
-	next = earliest(next, c->session.due_ns());
-	return earliest(next, c->retry_ns);
+	return earliest(next, next_due(c, now_ns));
 }
 
 static int queue_request(host_core *c, u32 tag, netblk_io_op op, u64 offset, u32 len, int fua,
@@ -318,7 +327,7 @@ int netblk_host_core_create(const struct netblk_host_config *config,
 		return -err_inval;
 	core = new netblk_host_core();
 	if (!core)
-		return -12;
+		return -err_nomem;
 	host_core *c = &core->c;
 
 	c->shim = config->shim;
@@ -413,10 +422,7 @@ uint64_t netblk_host_core_expire(struct netblk_host_core *core, uint64_t now_ns)
 
 uint64_t netblk_host_core_timer_ns(const struct netblk_host_core *core, uint64_t now_ns)
 {
-	const host_core *c = &core->c;
-	u64 at = c->queue.waiting() ? now_ns + c->queue.rto().timeout_ns() : 0;
-
-	return earliest(earliest(at, c->session.due_ns()), c->retry_ns);
+	return next_due(&core->c, now_ns);
 }
 
 void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status)

@@ -31,7 +31,6 @@
 #include "netblk_genl.h"
 
 #define NETBLK_HOST_DEPTH_DEFAULT	64	/* requests in flight a device */
-#define NETBLK_HOST_DEPTH_MAX		NETBLK_HOST_DEPTH_LIMIT
 /* A request is at most this many datagrams' worth: max_io x 64 (64 KiB at 1024 bytes). */
 #define NETBLK_HOST_PIECES		64
 #define NETBLK_HOST_MINORS		16	/* partitions of a device */
