@@ -65,10 +65,19 @@ build/bpf/netblk.skel.h: build/bpf/netblk.bpf.o
 	$(BPFTOOL) gen skeleton $< name netblk_bpf > $@.tmp
 	mv $@.tmp $@
 
-build/unit/netblk_unit_tests: $(CORE_SRCS) $(UNIT_SRCS) $(wildcard kmod/core/*.h)
-	@mkdir -p build/unit
-	$(CXX) $(CXXFLAGS_USER) -fsanitize=address,undefined -pthread -Ikmod/core -Ikmod/uapi \
-		-o $@ $(CORE_SRCS) $(UNIT_SRCS) -lgtest -lgtest_main
+# One object a source (make -j builds them side by side; a change rebuilds
+# what includes it, from the compiler's own dependency lists).
+UNIT_FLAGS := $(CXXFLAGS_USER) -fsanitize=address,undefined -pthread -Ikmod/core -Ikmod/uapi
+UNIT_OBJS := $(patsubst %.cpp,build/unit/obj/%.o,$(CORE_SRCS) $(UNIT_SRCS))
+
+build/unit/obj/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(UNIT_FLAGS) -MMD -MP -c -o $@ $<
+
+-include $(UNIT_OBJS:.o=.d)
+
+build/unit/netblk_unit_tests: $(UNIT_OBJS)
+	$(CXX) $(UNIT_FLAGS) -o $@ $(UNIT_OBJS) -lgtest -lgtest_main
 
 deps:
 	ci/install-deps.sh
@@ -90,7 +99,7 @@ e2e: bench-module netblkctl load
 	done
 
 check: deps
-	$(MAKE) unit
+	$(MAKE) -j$(shell nproc) unit
 	$(MAKE) e2e
 
 # The e2e suite on a kernel built with KASAN, lockdep, kmemleak and
