@@ -13,6 +13,7 @@
 
 namespace nb {
 
+constexpr int err_io = 5;
 constexpr int err_again = 11;
 constexpr int err_nomem = 12;
 constexpr int err_inval = 22;
@@ -57,6 +58,10 @@ struct host_core {
 	u8 info_bytes[info_payload_size];
 	u32 info_len;
 	u64 now_ns;		/* of the call into the core being served */
+	u64 heard_ns;		/* the instance's latest well-formed answer (or connect()) */
+	bool unreachable;	/* given up for gone: I/O fails at once until it answers */
+	u64 outages;		/* times it was given up for gone */
+	u64 failed_fast;	/* requests failed at once while it was */
 	histogram service;	/* a request's queueing to its last answer, ns */
 };
 
@@ -194,6 +199,8 @@ static void receive(host_core *c, const u8 *payload, u32 linear, u32 payload_len
 		add_once(c->stray, 1);
 		return;
 	}
+	c->heard_ns = now_ns;
+	c->unreachable = false;	/* it answers: requests go to it again */
 	if (h.op == (op_hello | op_reply_bit)) {
 		hello_answered(c, h, now_ns);
 		return;
@@ -235,9 +242,30 @@ static u64 next_due(const host_core *c, u64 now_ns)
 	return earliest(earliest(at, c->session.due_ns()), c->retry_ns);
 }
 
+/*
+ * A request failed by its deadline (timeout=) and the instance has said
+ * nothing for as long: it is given up for gone, as nvme's fast_io_fail_tmo
+ * does.  Everything waiting fails now and new requests fail at once, rather
+ * than each waiting the whole timeout: md retries a failed write sector by
+ * sector before it fails a member, which would take hours.  A session is
+ * opened again meanwhile -- its HELLO, resent every RTO (at most rto_max_ns),
+ * is the probe -- and the instance's first answer ends it.
+ */
+static void give_up_if_silent(host_core *c, u64 now_ns)
+{
+	if (c->unreachable || !c->info_valid || now_ns - c->heard_ns < c->config.deadline_ns)
+		return;
+	c->unreachable = true;
+	add_once(c->outages, 1);
+	c->queue.cancel_all(status_eio);
+	c->session.lost();
+	open_session(c, now_ns);
+}
+
 static u64 expire(host_core *c, u64 now_ns)
 {
 	u64 due = c->session.due_ns();
+	u64 expired = c->queue.counters().expired;
 
 	c->now_ns = now_ns;
 	if (c->retry_ns && c->retry_ns <= now_ns)
@@ -249,6 +277,8 @@ static u64 expire(host_core *c, u64 now_ns)
 
 	u64 next = c->queue.expire(now_ns);
 
+	if (c->queue.counters().expired != expired)
+		give_up_if_silent(c, now_ns);
 	/*
 	 * What timed out went back to the queue, and out again here: the
 	 * queue's answer above did not know it would be outstanding again.
@@ -291,6 +321,10 @@ static int queue_request(host_core *c, u32 tag, netblk_io_op op, u64 offset, u32
 	}
 	if (code != op_flush && (!chunk || !len))
 		return -err_inval;
+	if (c->unreachable) {
+		add_once(c->failed_fast, 1);
+		return -err_io;
+	}
 	pieces = chunk ? (len + chunk - 1) / chunk : 1;
 	if (pieces > c->queue.free_datagrams())
 		return -err_again;
@@ -371,6 +405,7 @@ void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint6
 
 	c->info_tag = tag;
 	c->info_valid = false;
+	c->heard_ns = now_ns;
 	c->queue.add(tag, op_info, 0, 0, 0, 0, now_ns);
 	open_session(c, now_ns);
 }
@@ -465,6 +500,9 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 	stats->rto_ns = c->queue.rto().timeout_ns();
 	stats->outstanding = c->queue.outstanding();
 	stats->queued = c->queue.queued();
+	stats->unreachable = c->unreachable;
+	stats->outages = read_once(c->outages);
+	stats->failed_fast = read_once(c->failed_fast);
 }
 
 } /* extern "C" */

@@ -30,7 +30,12 @@ struct netblk_attachment;	/* the shim's; passed back to shim functions */
 struct netblk_host_config {
 	uint32_t requests;	/* tags 0 .. requests - 1 */
 	uint32_t datagrams;	/* queued or outstanding at once, at most */
-	uint64_t deadline_ns;	/* a request not done this long after its first send fails EIO; 0: never */
+	/*
+	 * A request not done this long after it was queued fails EIO, and an
+	 * instance silent this long is given up for gone until it answers
+	 * again: requests fail at once meanwhile.  0: never.
+	 */
+	uint64_t deadline_ns;
 	uint64_t seed;		/* random: nonces and back-off jitter */
 	uint8_t keyed;		/* tag every datagram with key, and want answers tagged */
 	uint8_t key[NETBLK_KEY_SIZE];
@@ -73,6 +78,9 @@ struct netblk_host_stats {
 	uint64_t rto_ns;
 	uint64_t outstanding;	/* datagrams sent and not answered */
 	uint64_t queued;	/* datagrams waiting for the window */
+	uint64_t unreachable;	/* 1: given up for gone (timeout=), I/O fails at once */
+	uint64_t outages;	/* times it was given up for gone */
+	uint64_t failed_fast;	/* requests failed at once meanwhile */
 };
 
 /* 0, or -EINVAL (a config no queue can have) or -ENOMEM.  Process context. */
@@ -99,7 +107,8 @@ int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_hos
  * Queue request @tag: @op (enum netblk_io_op) on @len bytes at device byte
  * @offset, split into datagrams of max_io bytes (WRITE) or max_read (READ).
  * 0; -EAGAIN when there is no room for its datagrams now (try again once
- * some complete); -EINVAL for what INFO says the instance cannot take.
+ * some complete); -EINVAL for what INFO says the instance cannot take;
+ * -EIO while the instance is given up for gone (deadline_ns).
  */
 int netblk_host_core_queue(struct netblk_host_core *core, uint32_t tag, enum netblk_io_op op,
 			   uint64_t offset, uint32_t len, int fua, uint64_t now_ns);

@@ -353,8 +353,10 @@ u64 host_queue::expire_deadlines(u64 now_ns)
 
 		if (!r.active)
 			continue;
-		if (now_ns - r.queued_ns >= cfg_.deadline_ns)
+		if (now_ns - r.queued_ns >= cfg_.deadline_ns) {
+			add_once(counters_.expired, 1);
 			fail_request(tag, status_eio);
+		}
 		else if (!soonest || r.queued_ns + cfg_.deadline_ns < soonest)
 			soonest = r.queued_ns + cfg_.deadline_ns;
 	}

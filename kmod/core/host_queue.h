@@ -70,6 +70,7 @@ struct host_counters {
 	u64 renumbered;		/* datagrams sent again in a session opened again */
 	u64 completed;		/* requests answered in full */
 	u64 failed;		/* requests failed: refused, deadline, cancelled */
+	u64 expired;		/* of those, failed by the deadline */
 };
 
 /* A datagram to send, as the owner builds it: header fields and where its data is. */

@@ -111,8 +111,10 @@ static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
 	err = netblk_host_core_queue(att->core, rq->tag, op, (u64)blk_rq_pos(rq) << SECTOR_SHIFT,
 				     blk_rq_bytes(rq), !!(rq->cmd_flags & REQ_FUA),
 				     ktime_get_ns());
-	if (!err)
+	if (err != -EAGAIN)
 		att->stats.requests++;
+	if (err && err != -EAGAIN)
+		att->stats.errors++;	/* refused at once: unreachable (-EIO), or -EINVAL */
 	netblk_host_arm_timer(att);
 	spin_unlock_bh(&att->lock);
 

@@ -671,6 +671,9 @@ static const struct {
 	NETBLK_HS_SHIM(NETBLK_HS_TX_ERRORS, tx_errors),
 	NETBLK_HS_SHIM(NETBLK_HS_TX_DROPPED, tx_dropped),
 	NETBLK_HS_SHIM(NETBLK_HS_RX_DATAGRAMS, rx_datagrams),
+	NETBLK_HS_CORE(NETBLK_HS_UNREACHABLE, unreachable),
+	NETBLK_HS_CORE(NETBLK_HS_OUTAGES, outages),
+	NETBLK_HS_CORE(NETBLK_HS_FAILED_FAST, failed_fast),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

@@ -271,6 +271,10 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_TX_ERRORS,
 	NETBLK_HS_TX_DROPPED,
 	NETBLK_HS_RX_DATAGRAMS,
+	/* a gauge, 1 with timeout=: the instance silent that long, I/O fails at once until it answers */
+	NETBLK_HS_UNREACHABLE,
+	NETBLK_HS_OUTAGES,		/* times it was taken for unreachable */
+	NETBLK_HS_FAILED_FAST,		/* block requests failed at once meanwhile */
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

@@ -115,6 +115,21 @@ def attached_stats(client: Guest) -> str:
     return client.check("netblkctl list")
 
 
+def attached_json(client: Guest, disk: str = "netblk0") -> dict:
+    for dev in json.loads(client.check("netblkctl list --attached --json")):
+        if dev["disk"] == disk:
+            return dev
+    raise AssertionError(f"{disk} is not in netblkctl list --attached --json")
+
+
+def wait_reachable(client: Guest, disk: str) -> None:
+    """Until the device has heard from its server again (a HELLO every 2 s
+    at the most looks for it)."""
+    client.check(f"for i in $(seq 120); do netblkctl list --attached --json | "
+                 f"grep -q '\"disk\": \"{disk}\".*\"unreachable\": 0' && exit 0; "
+                 "sleep 0.5; done; exit 1", timeout=120)
+
+
 def test_attach_mkfs_mount_and_every_file_reads_back_after_fsck(attached):
     c = attached
     out = c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
@@ -186,6 +201,22 @@ def test_with_a_timeout_io_fails_eio_while_the_server_is_away(attached, server):
     server.check(f"netblkctl stop {PORT}")
     rc, out = c.run(f"time dd if=/dev/zero of={DEV} bs=4k count=1 oflag=direct", timeout=120)
     assert rc != 0 and ("Input/output error" in out or "I/O error" in out), out
+    # silent for the timeout: taken for unreachable, so the next request fails at
+    # once instead of waiting 5 s of its own (md's sector-by-sector retries need that)
+    st = attached_json(c)["stats"]
+    assert st["unreachable"] == 1 and st["outages"] == 1, st
+    rc, out = c.run(f"dd if={DEV} of=/dev/null bs=4k count=1 iflag=direct", timeout=120)
+    assert rc != 0, out
+    assert attached_json(c)["stats"]["failed_fast"] >= 1
+    assert "UNREACHABLE" in attached_stats(c)
+    # back: the device finds it by itself and serves again, no attach needed
+    server.check(f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1")
+    wait_reachable(c, "netblk0")
+    c.check(f"dd if=/dev/urandom of=/tmp/s bs=4k count=4 2>/dev/null && "
+            f"dd if=/tmp/s of={DEV} bs=4k oflag=direct 2>/dev/null && "
+            f"dd if={DEV} bs=4k count=4 iflag=direct 2>/dev/null | cmp /tmp/s -", timeout=120)
+    st = attached_json(c)["stats"]
+    assert st["unreachable"] == 0 and st["sessions_opened"] >= 2, st
     c.check("netblkctl detach netblk0", timeout=60)
 
 
@@ -285,7 +316,9 @@ def test_md_raid1_across_two_instances_degrades_and_resyncs(attached, server):
                 "dd if=/tmp/b of=/dev/md0 bs=64k seek=32 oflag=direct 2>/dev/null", timeout=300)
         detail = c.check("mdadm --detail /dev/md0")
         assert "degraded" in detail and "faulty" in detail, detail
+        assert attached_json(c, "netblk1")["stats"]["outages"] >= 1
         server.check(f"netblkctl start /dev/nvme0n1p2 {PORT + 1} dev=eth1")
+        wait_reachable(c, "netblk1")
         c.check("mdadm /dev/md0 --remove /dev/netblk1 && mdadm /dev/md0 --re-add /dev/netblk1",
                 timeout=120)
         c.check("for i in $(seq 600); do grep -q recovery /proc/mdstat || break; sleep 1; done; "

@@ -64,17 +64,41 @@ constexpr uint64_t session_token = 0x1234;
 
 class Host : public ::testing::Test {
 protected:
-	void SetUp() override
+	void SetUp() override { create(0); }
+	void TearDown() override { netblk_host_core_destroy(core); }
+
+	/* A core again, with timeout= @deadline_ns (0: none). */
+	void create(uint64_t deadline_ns)
 	{
 		netblk_host_config cfg = {};
 
+		netblk_host_core_destroy(core);
+		core = nullptr;
 		cfg.requests = depth + 1;
 		cfg.datagrams = depth * 64 + 1;
+		cfg.deadline_ns = deadline_ns;
 		cfg.seed = 7;
 		cfg.shim = &att;
 		ASSERT_EQ(netblk_host_core_create(&cfg, &core), 0);
 	}
-	void TearDown() override { netblk_host_core_destroy(core); }
+
+	/* Fire the timer when it asks, until @until_ns. */
+	void run_timer_until(uint64_t until_ns)
+	{
+		for (uint64_t at = netblk_host_core_timer_ns(core, now); at && at <= until_ns;) {
+			now = at;
+			at = netblk_host_core_expire(core, now);
+		}
+		now = until_ns;
+	}
+
+	netblk_host_stats stats()
+	{
+		netblk_host_stats st;
+
+		netblk_host_core_read_stats(core, &st);
+		return st;
+	}
 
 	/* The instance's answer to @req, with @data after the header. */
 	void answer(const header &req, uint16_t status = 0, const uint8_t *data = nullptr,
@@ -292,6 +316,87 @@ TEST_F(Host, NoRoomForARequestsDatagramsIsEagainAndNothingIsQueued)
 	size_t sent_before = att.sends.size();
 	EXPECT_EQ(netblk_host_core_queue(core, 0, NETBLK_IO_WRITE, 0, 2048, 0, now), -11);
 	EXPECT_EQ(att.sends.size(), sent_before);
+}
+
+TEST_F(Host, WithATimeoutASilentInstanceIsGivenUpAndIoFailsAtOnceUntilItAnswers)
+{
+	create(5000 * ms);
+	open();
+	const uint64_t start = now;
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	now += 1000 * ms;
+	ASSERT_EQ(netblk_host_core_queue(core, 2, NETBLK_IO_WRITE, 4096, 1024, 0, now), 0);
+
+	/* silence: the first request's deadline fails it, and the second with it */
+	run_timer_until(start + 5000 * ms);
+	ASSERT_EQ(att.done.size(), 2u);
+	EXPECT_EQ(att.done[0], std::make_pair(1u, (uint16_t)status_eio));
+	EXPECT_EQ(att.done[1], std::make_pair(2u, (uint16_t)status_eio));
+	EXPECT_EQ(stats().unreachable, 1u);
+	EXPECT_EQ(stats().outages, 1u);
+
+	/* meanwhile a request fails at once, nothing of it sent */
+	att.sends.clear();
+	EXPECT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_READ, 0, 1024, 0, now), -5);
+	EXPECT_EQ(stats().failed_fast, 1u);
+	EXPECT_TRUE(att.sends.empty());
+
+	/* a HELLO asks for the instance again and again, at least every 2 s */
+	run_timer_until(now + 20000 * ms);
+	size_t hellos = 0;
+	for (const sent &s : att.sends) {
+		EXPECT_EQ(s.h.op, op_hello);
+		hellos++;
+	}
+	EXPECT_GE(hellos, 10u);
+	EXPECT_NE(netblk_host_core_timer_ns(core, now), 0u);
+
+	/* it answers: requests go to it again, in the session it opens */
+	header hello = att.sends.back().h;
+	att.sends.clear();
+	answer(hello, 0, nullptr, 0, 0, 0xc00c1e);
+	EXPECT_EQ(stats().unreachable, 0u);
+	answer(att.sends.back().h, 0, nullptr, 0, session_id + 1, 0x5678);
+	att.sends.clear();
+	ASSERT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	ASSERT_EQ(att.sends.size(), 1u);
+	EXPECT_EQ(att.sends[0].h.session, session_id + 1);
+	answer(att.sends[0].h, 0, nullptr, 0, session_id + 1, 0x5678);
+	EXPECT_EQ(att.done.back(), std::make_pair(3u, (uint16_t)0));
+	EXPECT_EQ(stats().outages, 1u);
+}
+
+TEST_F(Host, WithATimeoutAnInstanceThatStillAnswersFailsOnlyTheLateRequest)
+{
+	create(5000 * ms);
+	open();
+	const uint64_t start = now;
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	ASSERT_EQ(netblk_host_core_queue(core, 2, NETBLK_IO_WRITE, 4096, 1024, 0, now), 0);
+	header second = att.sends[1].h;
+
+	/* the second is answered late, the first never: a slow disk, not a lost server */
+	run_timer_until(start + 3000 * ms);
+	answer(second);
+	run_timer_until(start + 5000 * ms);
+	ASSERT_EQ(att.done.size(), 2u);
+	EXPECT_EQ(att.done[0], std::make_pair(2u, (uint16_t)0));
+	EXPECT_EQ(att.done[1], std::make_pair(1u, (uint16_t)status_eio));
+	EXPECT_EQ(stats().unreachable, 0u);
+	EXPECT_EQ(stats().outages, 0u);
+	att.sends.clear();
+	ASSERT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	EXPECT_EQ(att.sends.size(), 1u);
+}
+
+TEST_F(Host, WithoutATimeoutASilentInstanceIsWaitedForever)
+{
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	run_timer_until(now + 3600 * 1000 * ms);
+	EXPECT_TRUE(att.done.empty());
+	EXPECT_EQ(stats().unreachable, 0u);
+	EXPECT_EQ(netblk_host_core_queue(core, 2, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
 }
 
 } /* namespace */

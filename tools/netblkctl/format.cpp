@@ -408,6 +408,9 @@ std::string format_attached_text(const netblk_attached &att)
 	  << (att.timeout_ms ? "I/O fails after " + std::to_string(att.timeout_ms) + " ms"
 			     : std::string("I/O waits for the server"))
 	  << ", key " << auth_name(att.auth) << ", up " << att.uptime_ms / 1000 << " s\n";
+	if (st(NETBLK_HS_UNREACHABLE))
+		o << "  UNREACHABLE: the server has not answered for the timeout; I/O fails at once "
+		     "until it does\n";
 	o << "  requests " << st(NETBLK_HS_REQUESTS) << " (errors " << st(NETBLK_HS_ERRORS)
 	  << "), datagrams sent " << st(NETBLK_HS_SENDS) << ", received "
 	  << st(NETBLK_HS_RX_DATAGRAMS) << ", outstanding " << st(NETBLK_HS_OUTSTANDING)
@@ -420,6 +423,9 @@ std::string format_attached_text(const netblk_attached &att)
 	o << "  sessions opened " << st(NETBLK_HS_SESSIONS_OPENED) << " (renumbered "
 	  << st(NETBLK_HS_RENUMBERED) << ", refused " << st(NETBLK_HS_REFUSED) << "), stray "
 	  << st(NETBLK_HS_STRAY) << ", duplicates " << st(NETBLK_HS_DUPLICATES) << "\n";
+	if (att.timeout_ms)
+		o << "  outages " << st(NETBLK_HS_OUTAGES) << " (requests failed at once "
+		  << st(NETBLK_HS_FAILED_FAST) << ")\n";
 	o << "  write data sent in place " << format_size(st(NETBLK_HS_BYTES_IN_PLACE))
 	  << ", copied " << format_size(st(NETBLK_HS_BYTES_COPIED)) << "; read data copied "
 	  << format_size(st(NETBLK_HS_READ_BYTES_COPIED)) << "; send errors "
@@ -510,6 +516,9 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_TX_ERRORS, "tx_errors"},
 	{NETBLK_HS_TX_DROPPED, "tx_dropped"},
 	{NETBLK_HS_RX_DATAGRAMS, "rx_datagrams"},
+	{NETBLK_HS_UNREACHABLE, "unreachable"},
+	{NETBLK_HS_OUTAGES, "outages"},
+	{NETBLK_HS_FAILED_FAST, "failed_fast"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

@@ -248,6 +248,10 @@ const struct {
 	 "Times the window of datagrams outstanding was halved (a loss, an EAGAIN)."},
 	{"netblk_host_send_errors_total", NETBLK_HS_TX_ERRORS,
 	 "Sends the socket refused (the resend timer sends them again)."},
+	{"netblk_host_outages_total", NETBLK_HS_OUTAGES,
+	 "Times the server was silent for the device's timeout= and taken for unreachable."},
+	{"netblk_host_failed_fast_total", NETBLK_HS_FAILED_FAST,
+	 "Block requests failed at once while the server was taken for unreachable."},
 };
 
 const struct {
@@ -298,6 +302,11 @@ void host_families(std::ostream &o, const std::vector<netblk_attached> &atts)
 	family(o, "netblk_host_window", "gauge", "Datagrams that may be outstanding now.");
 	for (const auto &a : atts)
 		o << "netblk_host_window{" << host_labels(a) << "} " << a.stat(NETBLK_HS_WINDOW) << '\n';
+	family(o, "netblk_host_unreachable", "gauge",
+	       "1 while the server is taken for unreachable (silent for timeout=): I/O fails at once.");
+	for (const auto &a : atts)
+		o << "netblk_host_unreachable{" << host_labels(a) << "} "
+		  << a.stat(NETBLK_HS_UNREACHABLE) << '\n';
 	family(o, "netblk_host_srtt_seconds", "gauge",
 	       "The smoothed round trip of a datagram, the server's disk included.");
 	for (const auto &a : atts)
