@@ -89,12 +89,13 @@ HEADER = struct.Struct(">IBBHHIQQQIIQ")
 HEADER_SIZE = HEADER.size  # 54
 TAG_OFFSET = 46  # the tag covers the header's bytes before it
 # size sector physical io_opt max_io max_read flags slots granularity max_trim max_zeroes
-INFO_PAYLOAD = struct.Struct(">QIIIIIIIIII")
-INFO_SIZE = INFO_PAYLOAD.size  # 48
+# export_id
+INFO_PAYLOAD = struct.Struct(">QIIIIIIIIIIQ")
+INFO_SIZE = INFO_PAYLOAD.size  # 56
 # Version 1's header: what an instance answers a datagram of another version in.
 V1_HEADER = struct.Struct(">IBBHQQIH")  # magic version op status handle offset length flags
 
-assert HEADER_SIZE == 54 and INFO_SIZE == 48 and V1_HEADER.size == 30
+assert HEADER_SIZE == 54 and INFO_SIZE == 56 and V1_HEADER.size == 30
 
 REPLAY_WINDOW = 1024  # sequence numbers an instance remembers a session's answers for
 # The client never has a request outstanding this far behind its newest, so
@@ -370,6 +371,7 @@ class Info:
     discard_granularity: int
     max_trim: int  # bytes one TRIM may cover; 0: no TRIM
     max_write_zeroes: int  # bytes one WRITE_ZEROES may cover; 0: none
+    export_id: int  # which device: the same across the instance's restarts on it
 
     @property
     def read_only(self) -> bool:
@@ -1398,6 +1400,7 @@ def _info_text(info: Info, where: str) -> str:
                             if info.write_zeroes else "no"),
         f"access       {'read-only' if info.read_only else 'read-write'}",
         f"flags        0x{info.flags:x} ({', '.join(flags) if flags else 'none'})",
+        f"export id    {info.export_id:016x}",
     ]
     return "\n".join(lines)
 

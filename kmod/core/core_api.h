@@ -61,6 +61,7 @@ struct netblk_core_config {
 	uint64_t max_discard_bytes;	/* 0: the device cannot discard */
 	uint64_t max_write_zeroes_bytes;	/* 0: the device cannot write zeroes */
 	uint32_t sessions;		/* the session table's size */
+	uint64_t export_id;		/* netblk_core_export_id() of the device */
 	uint8_t secret[NETBLK_KEY_SIZE];	/* random: cookies and session tokens */
 	uint8_t keyed;			/* accept only datagrams tagged with key */
 	uint8_t auth_data;		/* auth=full: the tag covers the data too */
@@ -132,6 +133,8 @@ struct netblk_held {
 int netblk_core_create(const struct netblk_core_config *config, struct netblk_core **out);
 void netblk_core_destroy(struct netblk_core *core);
 
+/* INFO's identity of a device from what names it for good (protocol.h export_id()). */
+uint64_t netblk_core_export_id(const void *id, uint32_t len);
 /* Data bytes one datagram carries (0 when no sector fits at that mtu). */
 uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size);
 uint32_t netblk_core_max_io(const struct netblk_core *core);

@@ -47,6 +47,7 @@ int engine::init(const netblk_core_config &config)
 			   config.slots, config.read_only, config.volatile_cache, config.fua,
 			   limits))
 		return -err_inval;
+	geo_.export_id = config.export_id;
 	nr_cpus_ = config.nr_cpus;
 	local_ip_ = config.local_ip;
 	port_ = config.port;
@@ -964,6 +965,11 @@ void netblk_core_destroy(struct netblk_core *core)
 		return;
 	core->engine.destroy();
 	delete core;
+}
+
+uint64_t netblk_core_export_id(const void *id, uint32_t len)
+{
+	return nb::export_id(static_cast<const nb::u8 *>(id), len);
 }
 
 uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size)

@@ -42,6 +42,8 @@ constexpr u32 initial_window = 32;
 constexpr u32 boot_slots = 1;
 constexpr u32 boot_max_io = 512;
 
+static_assert(NETBLK_HOST_INFO_SIZE == info_payload_size, "the shim pulls INFO's answer whole");
+
 struct host_core {
 	host_config config;
 	host_queue queue;
@@ -62,6 +64,10 @@ struct host_core {
 	bool unreachable;	/* given up for gone: I/O fails at once until it answers */
 	u64 outages;		/* times it was given up for gone */
 	u64 failed_fast;	/* requests failed at once while it was */
+	bool config_read_only;	/* attached read-only as asked */
+	bool read_only;		/* attached read-only (asked, or the instance was) */
+	netblk_host_change_reason changed;	/* stopped for good: why */
+	u64 resizes;
 	histogram service;	/* a request's queueing to its last answer, ns */
 };
 
@@ -98,17 +104,93 @@ static void on_read(void *ctx, u32 tag, u32 at, void *frame, u32 len)
 	netblk_host_shim_read(c->shim, tag, at, frame, len);
 }
 
+/* What a new session's INFO says against what was attached. */
+static netblk_host_change_reason compare_info(const host_core *c, const geometry &now)
+{
+	const geometry &was = c->info;
+
+	if (now.export_id != was.export_id)
+		return NETBLK_HOST_OTHER_DEVICE;
+	if (now.sector_size != was.sector_size || now.max_io < was.max_io ||
+	    now.max_read < was.max_read)
+		return NETBLK_HOST_GEOMETRY;	/* requests are split for the old */
+	if (now.size_bytes < was.size_bytes)
+		return NETBLK_HOST_SMALLER;
+	if (now.read_only && !c->read_only)
+		return NETBLK_HOST_READ_ONLY;
+	return NETBLK_HOST_SAME;
+}
+
+/* Not the device attached: fail everything, now and from now on. */
+static void stop_changed(host_core *c, netblk_host_change_reason why)
+{
+	c->changed = why;
+	c->queue.cancel_all(status_eio);
+	netblk_host_shim_changed(c->shim, why);
+}
+
+static void ask_info_again(host_core *c, u64 now_ns)
+{
+	/* a datagram is kept for it (queue_request()); else nothing may stay unverified */
+	if (c->queue.add_first(c->info_tag, op_info, now_ns))
+		return;
+	c->queue.cancel_all(status_eio);
+	c->queue.add_first(c->info_tag, op_info, now_ns);
+}
+
+/* The answer to a new session's INFO: the same device goes on, another stops. */
+static void info_answered_again(host_core *c, u16 status)
+{
+	geometry now;
+	netblk_host_change_reason why;
+
+	if (status == status_eio) {
+		ask_info_again(c, c->now_ns);	/* its deadline: still unverified */
+		return;
+	}
+	if (status != status_ok || !decode_info(c->info_bytes, c->info_len, &now))
+		why = NETBLK_HOST_INFO_REFUSED;
+	else
+		why = compare_info(c, now);
+	if (why != NETBLK_HOST_SAME) {
+		stop_changed(c, why);
+		return;
+	}
+	if (now.size_bytes > c->info.size_bytes) {
+		c->info.size_bytes = now.size_bytes;
+		add_once(c->resizes, 1);
+		netblk_host_shim_resized(c->shim, now.size_bytes);
+	}
+	c->info.slots = now.slots;
+	c->queue.set_limits(now.slots, 0, 0);
+}
+
+static void info_answered(host_core *c, u16 status)
+{
+	if (c->info_valid) {
+		info_answered_again(c, status);
+		return;
+	}
+	if (status == status_ok) {
+		c->info_valid = decode_info(c->info_bytes, c->info_len, &c->info);
+		if (c->info_valid) {
+			c->read_only = c->config_read_only || c->info.read_only;
+			c->queue.set_limits(c->info.slots, c->info.max_io,
+					    min(c->info.slots, initial_window));
+		}
+	}
+	netblk_host_shim_complete(c->shim, c->info_tag, status);
+}
+
 static void on_complete(void *ctx, u32 tag, u16 status)
 {
 	host_core *c = static_cast<host_core *>(ctx);
 
-	if (tag == c->info_tag && status == status_ok) {
-		c->info_valid = decode_info(c->info_bytes, c->info_len, &c->info);
-		if (c->info_valid)
-			c->queue.set_limits(c->info.slots, c->info.max_io,
-					    min(c->info.slots, initial_window));
+	if (tag == c->info_tag) {
+		info_answered(c, status);
+		return;
 	}
-	if (tag != c->info_tag && status == status_ok) {
+	if (status == status_ok) {
 		u64 queued = c->queue.queued_ns(tag);
 
 		if (queued && c->now_ns >= queued)
@@ -159,8 +241,12 @@ static void hello_answered(host_core *c, const header &h, u64 now_ns)
 		send_hello(c);
 		break;
 	case host_session::result::opened:
-		if (c->session.opened() > 1)
+		if (c->session.opened() > 1) {
 			c->queue.reopen();	/* what the old session had outstanding */
+			/* a restart may serve another device: INFO first, all else waits */
+			if (c->info_valid && !c->changed && !c->queue.active(c->info_tag))
+				ask_info_again(c, now_ns);
+		}
 		send_queued(c, now_ns);
 		break;
 	case host_session::result::refused:
@@ -321,12 +407,13 @@ static int queue_request(host_core *c, u32 tag, netblk_io_op op, u64 offset, u32
 	}
 	if (code != op_flush && (!chunk || !len))
 		return -err_inval;
-	if (c->unreachable) {
+	if (c->unreachable || c->changed) {
 		add_once(c->failed_fast, 1);
 		return -err_io;
 	}
 	pieces = chunk ? (len + chunk - 1) / chunk : 1;
-	if (pieces > c->queue.free_datagrams())
+	/* one datagram is always kept for a new session's INFO (ask_info_again()) */
+	if (pieces >= c->queue.free_datagrams())
 		return -err_again;
 	if (code == op_flush) {
 		c->queue.add(tag, code, 0, 0, 0, 0, now_ns);
@@ -365,6 +452,7 @@ int netblk_host_core_create(const struct netblk_host_config *config,
 	host_core *c = &core->c;
 
 	c->shim = config->shim;
+	c->config_read_only = config->read_only;
 	c->rng = config->seed | 1;
 	c->auth.keyed = config->keyed;
 	c->auth.data = false;
@@ -503,6 +591,8 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 	stats->unreachable = c->unreachable;
 	stats->outages = read_once(c->outages);
 	stats->failed_fast = read_once(c->failed_fast);
+	stats->changed = c->changed;
+	stats->resizes = read_once(c->resizes);
 }
 
 } /* extern "C" */

@@ -23,6 +23,22 @@ extern "C" {
 #include "shim_api.h"	/* enum netblk_io_op */
 
 #define NETBLK_HOST_HEADER_SIZE 54	/* what netblk_host_shim_send() gets before the data */
+#define NETBLK_HOST_INFO_SIZE 56	/* INFO's answer after the header */
+
+/*
+ * Why an attachment stopped for good: what the instance's INFO said in a
+ * new session (after a restart) is not the device it was attached to.
+ * Its I/O fails from then on; the same values as the uapi's
+ * enum netblk_host_change.
+ */
+enum netblk_host_change_reason {
+	NETBLK_HOST_SAME = 0,
+	NETBLK_HOST_OTHER_DEVICE,	/* another export id: another device */
+	NETBLK_HOST_SMALLER,		/* the device shrank: data beyond is gone */
+	NETBLK_HOST_READ_ONLY,		/* served read-only now, attached read-write */
+	NETBLK_HOST_GEOMETRY,		/* other sectors, or less data a datagram */
+	NETBLK_HOST_INFO_REFUSED,	/* INFO refused, or nonsense */
+};
 
 struct netblk_host_core;
 struct netblk_attachment;	/* the shim's; passed back to shim functions */
@@ -37,6 +53,7 @@ struct netblk_host_config {
 	 */
 	uint64_t deadline_ns;
 	uint64_t seed;		/* random: nonces and back-off jitter */
+	uint8_t read_only;	/* attached read-only: an instance now read-only is no change */
 	uint8_t keyed;		/* tag every datagram with key, and want answers tagged */
 	uint8_t key[NETBLK_KEY_SIZE];
 	struct netblk_attachment *shim;
@@ -81,6 +98,8 @@ struct netblk_host_stats {
 	uint64_t unreachable;	/* 1: given up for gone (timeout=), I/O fails at once */
 	uint64_t outages;	/* times it was given up for gone */
 	uint64_t failed_fast;	/* requests failed at once meanwhile */
+	uint64_t changed;	/* enum netblk_host_change_reason: why it stopped (0: it did not) */
+	uint64_t resizes;	/* times a new session's INFO said the device grew */
 };
 
 /* 0, or -EINVAL (a config no queue can have) or -ENOMEM.  Process context. */
@@ -93,7 +112,10 @@ void netblk_host_core_destroy(struct netblk_host_core *core);
  * @tag.  Until INFO has been answered, a refused session fails request @tag
  * with the refusal (EUSERS: no room; EKEYREJECTED: the key, or its mode, is
  * not the instance's); once attached, a refused HELLO is tried again every
- * second.
+ * second.  Every later session (the instance was started again) asks INFO
+ * again as request @tag before anything else goes: the same device goes on
+ * (grown: netblk_host_shim_resized()), another stops the attachment
+ * (netblk_host_shim_changed()), its I/O failing EIO.
  */
 void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint64_t now_ns);
 
@@ -162,6 +184,11 @@ void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t
 			   void *frame, uint32_t len);
 /* Request @tag is over: 0, or the errno it failed with. */
 void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status);
+/* A new session's INFO: the device grew to @size_bytes. */
+void netblk_host_shim_resized(struct netblk_attachment *att, uint64_t size_bytes);
+/* A new session's INFO: not the device attached (@reason); everything failed EIO. */
+void netblk_host_shim_changed(struct netblk_attachment *att,
+			      enum netblk_host_change_reason reason);
 
 #ifdef __cplusplus
 }

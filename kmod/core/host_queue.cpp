@@ -82,6 +82,7 @@ int host_queue::init(const host_config &cfg, const host_queue_ops &ops, void *ct
 		by_seq_[s] = none;
 	next_seq_ = oldest_seq_ = 1;
 	answered_no_ = 0;
+	barrier_ = none;
 	rng_ = cfg.seed | 1;
 	rto_.init(cfg.rto_initial_ns, cfg.rto_min_ns, cfg.rto_max_ns);
 	window_.init(cfg.slots, cfg.initial_window);
@@ -135,7 +136,32 @@ bool host_queue::add(u32 tag, u8 op, u64 offset, u32 length, u16 flags, u32 at, 
 	return true;
 }
 
+bool host_queue::add_first(u32 tag, u8 op, u64 now_ns)
+{
+	if (!add(tag, op, 0, 0, 0, 0, now_ns))
+		return false;
+
+	u32 i = lists_[list_queued].tail;
+
+	unlink(i);
+	link_head(list_queued, i);
+	barrier_ = tag;
+	return true;
+}
+
 /* ---- sending ---- */
+
+/* The queue's head; while a barrier stands, its request's datagram or none. */
+u32 host_queue::next_to_pick() const
+{
+	u32 i = lists_[list_queued].head;
+
+	if (barrier_ == none)
+		return i;
+	while (i != none && pieces_[i].tag != barrier_)
+		i = pieces_[i].next;
+	return i;
+}
 
 /* The lowest number outstanding (next_seq_ when none): moves up only. */
 u64 host_queue::oldest_seq()
@@ -149,9 +175,11 @@ u32 host_queue::pick(u64 now_ns, u32 *out, u32 max)
 {
 	u32 n = 0;
 
-	while (n < max && lists_[list_queued].head != none &&
-	       lists_[list_outstanding].count < window_.limit()) {
-		u32 i = lists_[list_queued].head;
+	while (n < max && lists_[list_outstanding].count < window_.limit()) {
+		u32 i = next_to_pick();
+
+		if (i == none)
+			break;
 		piece &p = pieces_[i];
 
 		if (!p.seq) {
@@ -206,10 +234,18 @@ void host_queue::finish(u32 i, u64 now_ns)
 	answered_no_ = max(answered_no_, p.sent_no);
 	release(i);
 	if (--requests_[tag].left == 0) {
-		requests_[tag].active = false;
+		request_over(tag);
 		add_once(counters_.completed, 1);
 		ops_.complete(ctx_, tag, status_ok);
 	}
+}
+
+void host_queue::request_over(u32 tag)
+{
+	requests_[tag].active = false;
+	requests_[tag].left = 0;
+	if (barrier_ == tag)
+		barrier_ = none;
 }
 
 void host_queue::fail_request(u32 tag, u16 status)
@@ -227,8 +263,7 @@ void host_queue::fail_request(u32 tag, u16 status)
 			i = next;
 		}
 	}
-	requests_[tag].active = false;
-	requests_[tag].left = 0;
+	request_over(tag);
 	add_once(counters_.failed, 1);
 	ops_.complete(ctx_, tag, status);
 }

@@ -111,6 +111,11 @@ public:
 	 * datagrams are answered.
 	 */
 	bool add(u32 tag, u8 op, u64 offset, u32 length, u16 flags, u32 at, u64 now_ns);
+	/*
+	 * Queue request @tag (one datagram, no data: a new session's INFO) ahead
+	 * of everything, and send nothing else until it is over.
+	 */
+	bool add_first(u32 tag, u8 op, u64 now_ns);
 
 	/*
 	 * Up to @max datagrams to send now, resends first, as the window and
@@ -163,6 +168,8 @@ public:
 	}
 	/* When request @tag's first datagram was added (valid in complete()). */
 	u64 queued_ns(u32 tag) const { return tag < cfg_.requests ? requests_[tag].queued_ns : 0; }
+	/* Whether request @tag has datagrams queued or outstanding. */
+	bool active(u32 tag) const { return tag < cfg_.requests && requests_[tag].active; }
 	/* How many more datagrams add() takes now. */
 	u32 free_datagrams() const { return lists_[list_free].count; }
 	u64 next_seq() const { return next_seq_; }
@@ -207,6 +214,8 @@ private:
 	void link_head(list_id l, u32 i);
 	void unlink(u32 i);
 	void move_tail(list_id l, u32 i) { unlink(i); link_tail(l, i); }
+	u32 next_to_pick() const;
+	void request_over(u32 tag);
 
 	u64 oldest_seq();
 	void forget_seq(piece &p);
@@ -230,6 +239,7 @@ private:
 	u64 oldest_seq_ = 1;		/* no number below it is outstanding */
 	u64 answered_no_ = 0;		/* the newest send (by sent_no) answered */
 	u64 rng_ = 0;
+	u32 barrier_ = none;		/* add_first()'s request: nothing else goes meanwhile */
 	rto_estimator rto_ = {};
 	send_window window_ = {};
 	host_counters counters_ = {};

@@ -103,6 +103,14 @@ void encode_info(u8 *p, const geometry &g)
 	store_be32(p + 36, g.discard_granularity);
 	store_be32(p + 40, g.max_trim);
 	store_be32(p + 44, g.max_write_zeroes);
+	store_be64(p + 48, g.export_id);
+}
+
+u64 export_id(const u8 *id, u32 len)
+{
+	static const u8 name_key[16] = "netblk export";
+
+	return siphash24(siphash_key_from_bytes(name_key), id, len);
 }
 
 static bool sector_size_valid(u32 s)
@@ -130,6 +138,7 @@ bool decode_info(const u8 *p, u32 len, geometry *g)
 	g->read_only = flags & info_flag_read_only;
 	g->volatile_cache = flags & info_flag_volatile_cache;
 	g->fua = flags & info_flag_fua;
+	g->export_id = load_be64(p + 48);
 
 	u32 s = g->sector_size;
 

@@ -73,7 +73,7 @@ constexpr u32 datagram_overhead = ipv4_header_size + udp_header_size + header_si
 /* Ethernet + the above: a reply's data starts dword-aligned at this offset. */
 constexpr u32 reply_headroom = eth_header_size + datagram_overhead;	/* 96 */
 static_assert(reply_headroom % 8 == 0, "data starts 8-byte aligned in the frame");
-constexpr u32 info_payload_size = 48;
+constexpr u32 info_payload_size = 56;
 constexpr u32 read_datagrams_max = 16;	/* max_read = 16 x max_io */
 /* One 512-byte sector behind the headers. */
 constexpr u32 mtu_min = datagram_overhead + 512;	/* 594 */
@@ -111,6 +111,12 @@ struct geometry {
 	bool read_only;
 	bool volatile_cache;
 	bool fua;
+	/*
+	 * Which device this is, the same across restarts of an instance on
+	 * it (export_id()): a client that finds another after a restart stops
+	 * rather than write to the wrong disk.
+	 */
+	u64 export_id;
 };
 
 constexpr u32 info_flag_read_only = 1u << 0;
@@ -138,6 +144,13 @@ u32 max_io_for_mtu(u32 mtu, u32 sector_size);
  */
 bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
 		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits);
+
+/*
+ * An export's identity from what names its device for good (a GPT
+ * partition's UUID, or its device number and first sector): SipHash-2-4 of
+ * @id under a fixed key -- a name, not a secret.
+ */
+u64 export_id(const u8 *id, u32 len);
 
 /* False when @len is too short for a header.  Byte order is converted. */
 bool decode_header(const u8 *p, u32 len, header *h);

@@ -111,6 +111,7 @@ static int netblk_host_core_start(struct netblk_attachment *att)
 		.datagrams = att->params.queue_depth * NETBLK_HOST_PIECES + 1,
 		.deadline_ns = (u64)att->params.timeout_ms * NSEC_PER_MSEC,
 		.seed = get_random_u64(),
+		.read_only = att->params.read_only,
 		.keyed = att->params.has_key,
 		.shim = att,
 	};
@@ -138,6 +139,7 @@ static void netblk_host_quiesce(struct netblk_attachment *att)
 	spin_unlock_bh(&att->lock);
 	netblk_host_socket_stop_rx(att);
 	hrtimer_cancel(&att->timer);
+	netblk_host_disk_quiesce(att);
 	netblk_host_socket_close(att);
 	netblk_host_drop_pending(att);
 }
@@ -169,6 +171,7 @@ int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
 	hrtimer_init(&att->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
 	att->timer.function = netblk_host_timer_fn;
 	netblk_host_tx_init(att);
+	netblk_host_disk_init(att);
 
 	err = -ENOMEM;
 	att->pending = kvcalloc(NETBLK_HOST_PENDING, sizeof(*att->pending), GFP_KERNEL);

@@ -61,6 +61,53 @@ void netblk_host_end_done(struct netblk_attachment *att)
 	}
 }
 
+/* ---- what a new session's INFO says (a server started again) ---- */
+
+static void netblk_host_resize_work(struct work_struct *work)
+{
+	struct netblk_attachment *att = container_of(work, struct netblk_attachment, resize_work);
+	u64 size = READ_ONCE(att->info.size_bytes);
+
+	if (!att->disk)
+		return;	/* attaching: the disk is made with this size */
+	/* a uevent, as for any disk that grows: the partition table is read again by udev */
+	set_capacity_and_notify(att->disk, size >> SECTOR_SHIFT);
+	pr_info("/dev/%s: %pI4:%u grew to %llu MiB\n", att->name, &att->params.addr,
+		att->params.port, size >> 20);
+}
+
+void netblk_host_shim_resized(struct netblk_attachment *att, uint64_t size_bytes)
+{
+	WRITE_ONCE(att->info.size_bytes, size_bytes);
+	queue_work(system_wq, &att->resize_work);	/* it sleeps: not in this softirq */
+}
+
+void netblk_host_shim_changed(struct netblk_attachment *att,
+			      enum netblk_host_change_reason reason)
+{
+	static const char *const what[] = {
+		[NETBLK_HOST_OTHER_DEVICE] = "serves another device now",
+		[NETBLK_HOST_SMALLER] = "serves a smaller device now",
+		[NETBLK_HOST_READ_ONLY] = "serves the device read-only now",
+		[NETBLK_HOST_GEOMETRY] = "serves other sectors, or less a datagram, now",
+		[NETBLK_HOST_INFO_REFUSED] = "refused INFO after it was started again",
+	};
+
+	pr_err("/dev/%s: %pI4:%u %s: its I/O fails from now on, nothing is written to it; detach it (and attach again for what it serves)\n",
+	       att->name, &att->params.addr, att->params.port,
+	       reason < ARRAY_SIZE(what) && what[reason] ? what[reason] : "changed");
+}
+
+void netblk_host_disk_init(struct netblk_attachment *att)
+{
+	INIT_WORK(&att->resize_work, netblk_host_resize_work);
+}
+
+void netblk_host_disk_quiesce(struct netblk_attachment *att)
+{
+	cancel_work_sync(&att->resize_work);
+}
+
 static void netblk_host_complete_rq(struct request *rq)
 {
 	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);

@@ -98,6 +98,7 @@ struct netblk_attachment {
 	struct completion info_done;
 
 	struct hrtimer timer;		/* the core's resends (softirq) */
+	struct work_struct resize_work;	/* the disk's capacity to info.size_bytes */
 	struct work_struct tx_work;	/* sends what softirqs recorded */
 	struct mutex tx_mutex;		/* one sender on the socket at a time */
 	struct socket *sock;
@@ -145,5 +146,8 @@ struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag);
 void netblk_host_end_done(struct netblk_attachment *att);
 /* After a core call under the lock: the timer is armed for what waits. */
 void netblk_host_arm_timer(struct netblk_attachment *att);
+void netblk_host_disk_init(struct netblk_attachment *att);
+/* After the socket and the timer stopped: no resize is pending any more. */
+void netblk_host_disk_quiesce(struct netblk_attachment *att);
 
 #endif

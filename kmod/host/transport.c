@@ -253,7 +253,7 @@ static int netblk_host_encap_rcv(struct sock *sk, struct sk_buff *skb)
 		goto drop;
 	payload_len = skb->len - sizeof(struct udphdr);
 	/* the header, and INFO's payload when it is one, in one piece */
-	linear = min_t(u32, payload_len, NETBLK_HOST_HEADER_SIZE + 48);
+	linear = min_t(u32, payload_len, NETBLK_HOST_HEADER_SIZE + NETBLK_HOST_INFO_SIZE);
 	if (!pskb_may_pull(skb, sizeof(struct udphdr) + linear))
 		goto drop;
 	frame.data_offset = sizeof(struct udphdr) + NETBLK_HOST_HEADER_SIZE;

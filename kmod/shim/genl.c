@@ -674,6 +674,8 @@ static const struct {
 	NETBLK_HS_CORE(NETBLK_HS_UNREACHABLE, unreachable),
 	NETBLK_HS_CORE(NETBLK_HS_OUTAGES, outages),
 	NETBLK_HS_CORE(NETBLK_HS_FAILED_FAST, failed_fast),
+	NETBLK_HS_CORE(NETBLK_HS_CHANGED, changed),
+	NETBLK_HS_CORE(NETBLK_HS_RESIZES, resizes),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)
@@ -685,6 +687,12 @@ static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *
 
 	/* every counter but the padding attribute has its row */
 	BUILD_BUG_ON(ARRAY_SIZE(netblk_host_stat_fields) != NETBLK_HS_MAX - 1);
+	/* the core's reasons are the uapi's */
+	BUILD_BUG_ON((int)NETBLK_HOST_OTHER_DEVICE != (int)NETBLK_HOST_CHANGE_OTHER_DEVICE ||
+		     (int)NETBLK_HOST_SMALLER != (int)NETBLK_HOST_CHANGE_SMALLER ||
+		     (int)NETBLK_HOST_READ_ONLY != (int)NETBLK_HOST_CHANGE_READ_ONLY ||
+		     (int)NETBLK_HOST_GEOMETRY != (int)NETBLK_HOST_CHANGE_GEOMETRY ||
+		     (int)NETBLK_HOST_INFO_REFUSED != (int)NETBLK_HOST_CHANGE_INFO_REFUSED);
 	netblk_host_read_stats(att, &core, &shim);
 	nest = nla_nest_start(skb, NETBLK_A_HOST_STATS);
 	if (!nest)

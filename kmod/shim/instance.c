@@ -167,6 +167,26 @@ static void netblk_close_bdev(struct netblk_instance *inst)
 
 /* ---- the core ---- */
 
+/*
+ * INFO's identity of the device: its GPT partition UUID where it has one
+ * (the same after a reboot), else its device number and first sector (the
+ * same while the server runs).  A client that finds another after a restart
+ * fails its I/O rather than write to the wrong disk.
+ */
+static u64 netblk_export_id(struct block_device *bdev)
+{
+	struct {
+		u32 dev;
+		u32 pad;
+		u64 start;
+	} number = { .dev = bdev->bd_dev, .start = bdev->bd_start_sect };
+	const char *uuid = bdev->bd_meta_info ? bdev->bd_meta_info->uuid : NULL;
+
+	if (uuid && uuid[0])
+		return netblk_core_export_id(uuid, strnlen(uuid, PARTITION_META_INFO_UUIDLTH));
+	return netblk_core_export_id(&number, sizeof(number));
+}
+
 static int netblk_create_core(struct netblk_instance *inst, const struct netblk_start_params *p,
 			      struct netlink_ext_ack *extack)
 {
@@ -192,6 +212,7 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.max_discard_bytes = (u64)bdev_max_discard_sectors(bdev) << SECTOR_SHIFT,
 		.max_write_zeroes_bytes = (u64)bdev_write_zeroes_sectors(bdev) << SECTOR_SHIFT,
 		.sessions = inst->sessions,
+		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
 		.shim = inst,

@@ -240,6 +240,20 @@ enum netblk_stat_attr {
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
 
 /*
+ * Why an attached device stopped for good (NETBLK_HS_CHANGED): after a
+ * restart, the server's INFO says it is not the device attached.  Its I/O
+ * fails EIO from then on, and nothing of it is sent; detach it.
+ */
+enum netblk_host_change {
+	NETBLK_HOST_CHANGE_NONE,
+	NETBLK_HOST_CHANGE_OTHER_DEVICE,	/* another export id: another device */
+	NETBLK_HOST_CHANGE_SMALLER,		/* the device shrank */
+	NETBLK_HOST_CHANGE_READ_ONLY,		/* served read-only now, attached read-write */
+	NETBLK_HOST_CHANGE_GEOMETRY,		/* other sectors, or less data a datagram */
+	NETBLK_HOST_CHANGE_INFO_REFUSED,	/* INFO refused, or nonsense */
+};
+
+/*
  * Counters of one attached device, nested in NETBLK_A_HOST_STATS, each a
  * u64 (the client core's struct netblk_host_stats and the shim's).
  */
@@ -275,6 +289,9 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_UNREACHABLE,
 	NETBLK_HS_OUTAGES,		/* times it was taken for unreachable */
 	NETBLK_HS_FAILED_FAST,		/* block requests failed at once meanwhile */
+	/* a gauge, enum netblk_host_change: why its I/O fails for good (0: it does not) */
+	NETBLK_HS_CHANGED,
+	NETBLK_HS_RESIZES,		/* times the server said, after a restart, the device grew */
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

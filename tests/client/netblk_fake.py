@@ -417,9 +417,9 @@ class FakeServer:
             iflags = (1 if self.read_only else 0) | (2 if self.volatile else 0) | \
                 (4 if self.fua else 0) | (24 if self.trim else 0)
             big = 1 << 30 if self.trim else 0
-            body = struct.pack(">QIIIIIIIIII", self.size, self.sector, self.sector, 0,
+            body = struct.pack(">QIIIIIIIIIIQ", self.size, self.sector, self.sector, 0,
                                self.max_io, self.max_read, iflags, self.slots,
-                               self.sector if self.trim else 0, big, big)
+                               self.sector if self.trim else 0, big, big, 0x5EED)
             return [self._header(op, 0, handle, 0, len(body)) + body]
         if op == OP_FLUSH:
             return [self._header(op, 0, handle, 0, 0)]

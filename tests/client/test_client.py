@@ -94,7 +94,7 @@ def test_info_parsing(server, capsys):
     assert info == netblk.Info(size=3 * MiB, sector_size=4096, physical_block_size=4096,
                                io_opt=0, max_io=8192, max_read=16 * 8192, flags=0b11101,
                                slots=128, discard_granularity=4096, max_trim=1 << 30,
-                               max_write_zeroes=1 << 30)
+                               max_write_zeroes=1 << 30, export_id=0x5EED)
     assert info.read_only and not info.volatile_cache and info.fua
     assert info.trim and info.write_zeroes
 
@@ -102,6 +102,7 @@ def test_info_parsing(server, capsys):
     assert rc == 0
     d = json.loads(out)
     assert d["size"] == 3 * MiB and d["max_read"] == 131072 and d["slots"] == 128
+    assert d["export_id"] == 0x5EED
     assert d["read_only"] is True and d["volatile_cache"] is False and d["fua"] is True
 
     rc, out, _ = cli(server, "info", capsys=capsys)
@@ -114,7 +115,7 @@ def test_info_reply_too_short(server):
     # a request() sees the raw INFO reply; Info.unpack refuses a short one
     with client_for(server) as c:
         r = c.request(OP_INFO, 0, 0)
-    assert r.status == 0 and len(r.data) == 48
+    assert r.status == 0 and len(r.data) == 56
     with pytest.raises(NetblkError, match="INFO reply carries 8 bytes"):
         netblk.Info.unpack(r.data[:8])
 
@@ -313,7 +314,7 @@ def test_eagain_forever_gives_up(server):
 @pytest.mark.parametrize("server", [dict(silent=True)], indirect=True)
 def test_give_up_after_bounded_tries(server, capsys):
     c = client_for(server, timeout=0.01, tries=3)
-    c._info = netblk.Info(server.size, 512, 512, 0, 1024, 16384, 0, 256, 0, 0, 0)
+    c._info = netblk.Info(server.size, 512, 512, 0, 1024, 16384, 0, 256, 0, 0, 0, 0)
     c.session = netblk.Session(1, 1)  # so is HELLO: give up on the READ itself  # INFO would go unanswered too
     t0 = time.monotonic()
     with pytest.raises(NetblkTimeout) as ei:

@@ -23,7 +23,9 @@ SERVER_END, CLIENT_END = free_udp_port(), free_udp_port()
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
 TC = "/usr/sbin/tc.iproute2"  # iproute2's: busybox's tc has no netem or filters
-GUEST_OPTIONS = {"qemu_args": link_args(SERVER_END, CLIENT_END, "52:54:00:09:00:01")}
+# dmsetup (installed by ci/install-deps.sh): a device that grows behind a restart
+GUEST_OPTIONS = {"qemu_args": link_args(SERVER_END, CLIENT_END, "52:54:00:09:00:01"),
+                 "extra_programs": {"/usr/sbin/dmsetup": Path("/usr/sbin/dmsetup")}}
 # what the client host's tests use; built in on the debug kernel (ci/debug-kernel.config)
 NETEM_MODULES = ["sch_netem", "sch_ingress", "ifb", "act_mirred", "cls_matchall"]
 CLIENT_MODULES = ["ext4", "crc32c_generic", "raid1"] + NETEM_MODULES
@@ -193,6 +195,61 @@ def test_io_waits_out_a_server_restart_and_goes_on(attached, server):
     c.check(f"dd if={DEV} bs=1M count=4 2>/dev/null | cmp /tmp/src -", timeout=120)
     text = attached_stats(c)
     assert "sessions opened 1 " not in text, text  # a second session, after the restart
+
+
+def test_a_restart_on_another_device_fails_io_and_writes_nothing_to_it(attached, server):
+    c = attached
+    c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    before = server.check("dd if=/dev/nvme0n1p2 bs=1M count=4 iflag=direct 2>/dev/null | sha256sum")
+    c.check("dd if=/dev/urandom of=/tmp/src bs=1M count=4 2>/dev/null")
+    # a writer that goes on until its writes fail
+    c.check(f"(rm -f /tmp/dd.n; i=0; while [ $i -lt 500 ]; do dd if=/tmp/src of={DEV} bs=4k "
+            "oflag=direct 2>/tmp/dd.err || break; i=$((i+1)); done; echo $i > /tmp/dd.n) "
+            "> /dev/null 2>&1 &")
+    # the port now serves the other partition: the writer's next session must not reach it
+    server.check(f"sleep 1; netblkctl stop {PORT}; "
+                 f"netblkctl start /dev/nvme0n1p2 {PORT} dev=eth1", timeout=60)
+    out = c.check("for i in $(seq 600); do test -s /tmp/dd.n && break; sleep 0.5; done; "
+                  "cat /tmp/dd.n /tmp/dd.err", timeout=400)
+    assert "Input/output error" in out and not out.startswith("500"), out
+    st = attached_json(c)["stats"]
+    assert st["changed"] == 1 and st["resizes"] == 0, st  # NETBLK_HOST_CHANGE_OTHER_DEVICE
+    assert "STOPPED: the server serves another device" in attached_stats(c)
+    assert "serves another device now" in c.check("dmesg | tail -20")
+    rc, out = c.run(f"dd if={DEV} of=/dev/null bs=4k count=1 iflag=direct", timeout=60)
+    assert rc != 0, out
+    assert server.check("dd if=/dev/nvme0n1p2 bs=1M count=4 iflag=direct 2>/dev/null | "
+                        "sha256sum") == before
+    c.check("netblkctl detach netblk0", timeout=60)
+
+
+def test_a_device_grown_behind_a_restart_grows_the_disk(attached, server):
+    c = attached
+    dm = "DM_DISABLE_UDEV=1 dmsetup --noudevsync"
+    server.check(f"{dm} create nbgrow --table '0 65536 linear /dev/nvme0n1p2 0'")
+    try:
+        server.check(f"netblkctl start /dev/mapper/nbgrow {PORT + 1} dev=eth1")
+        c.check(f"netblkctl attach {SERVER_IP} {PORT + 1}", timeout=60)
+        assert c.check("cat /sys/block/netblk0/size").strip() == "65536"
+        c.check("dd if=/dev/urandom of=/tmp/g bs=64k count=8 2>/dev/null && "
+                f"dd if=/tmp/g of={DEV} bs=64k oflag=direct 2>/dev/null", timeout=120)
+        server.check(f"netblkctl stop {PORT + 1} && "
+                     f"{dm} reload nbgrow --table '0 131072 linear /dev/nvme0n1p2 0' && "
+                     f"{dm} resume nbgrow && netblkctl start /dev/mapper/nbgrow {PORT + 1} dev=eth1",
+                     timeout=60)
+        # the next request meets the new instance: a session, INFO, the disk grows
+        c.check(f"dd if={DEV} bs=64k count=8 iflag=direct 2>/dev/null | cmp /tmp/g -", timeout=120)
+        c.check("for i in $(seq 40); do test $(cat /sys/block/netblk0/size) = 131072 && exit 0; "
+                "sleep 0.5; done; cat /sys/block/netblk0/size; exit 1", timeout=60)
+        st = attached_json(c)["stats"]
+        assert st["resizes"] == 1 and st["changed"] == 0, st
+        assert "grew to 64 MiB" in c.check("dmesg | tail -20")
+        c.check(f"dd if=/tmp/g of={DEV} bs=64k seek=1000 oflag=direct 2>/dev/null && "
+                f"dd if={DEV} bs=64k skip=1000 count=8 iflag=direct 2>/dev/null | cmp /tmp/g -",
+                timeout=120)
+        c.check("netblkctl detach netblk0", timeout=60)
+    finally:
+        server.run(f"netblkctl stop {PORT + 1}; {dm} remove nbgrow", timeout=60)
 
 
 def test_with_a_timeout_io_fails_eio_while_the_server_is_away(attached, server):

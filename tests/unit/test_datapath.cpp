@@ -95,6 +95,7 @@ TEST_F(instance_fixture, InfoDescribesTheDevice)
 	EXPECT_EQ(load_be64(info.data()), disk_size);
 	EXPECT_EQ(load_be32(info.data() + 20), 1024u);
 	EXPECT_EQ(load_be32(info.data() + 32), 256u);
+	EXPECT_EQ(load_be64(info.data() + 48), netblk_core_export_id("8a5e0c1e", 8));
 	expect_nothing_held();
 }
 

@@ -24,6 +24,8 @@ struct netblk_attachment {
 	std::vector<sent> sends;
 	std::vector<std::pair<uint32_t, uint16_t>> done;
 	std::vector<uint8_t> read_into;	/* request 0's buffer */
+	std::vector<uint64_t> resized;
+	std::vector<netblk_host_change_reason> changed;
 };
 
 extern "C" {
@@ -50,6 +52,16 @@ void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t
 void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
 {
 	att->done.push_back({tag, status});
+}
+
+void netblk_host_shim_resized(struct netblk_attachment *att, uint64_t size_bytes)
+{
+	att->resized.push_back(size_bytes);
+}
+
+void netblk_host_shim_changed(struct netblk_attachment *att, enum netblk_host_change_reason reason)
+{
+	att->changed.push_back(reason);
 }
 
 } /* extern "C" */
@@ -90,6 +102,43 @@ protected:
 			at = netblk_host_core_expire(core, now);
 		}
 		now = until_ns;
+	}
+
+	/* INFO of a 1 MiB (or @size) read-write instance, 1024 bytes a datagram, device @id. */
+	static std::vector<uint8_t> info_bytes(uint64_t size = 1 << 20, uint64_t id = 0xd15c,
+					       bool read_only = false)
+	{
+		geometry g = {};
+		device_limits lim = {};
+		std::vector<uint8_t> info(info_payload_size);
+
+		EXPECT_TRUE(geometry_init(&g, size, 512, 1024 + datagram_overhead, 256, read_only,
+					  true, true, lim));
+		g.export_id = id;
+		encode_info(info.data(), g);
+		return info;
+	}
+
+	/*
+	 * The instance was started again: it answers @req ENOTCONN, then the
+	 * client's HELLOs (session 10, token 0x5678).  The next send is what the
+	 * new session sends first.
+	 */
+	void restart(const header &req)
+	{
+		att.sends.clear();
+		answer(req, status_enotconn);
+		ASSERT_EQ(att.sends.size(), 1u);
+		ASSERT_EQ(att.sends[0].h.op, op_hello);
+		answer(att.sends[0].h, 0, nullptr, 0, 0, 0xc00c1e);
+		answer(att.sends[1].h, 0, nullptr, 0, session_id + 1, 0x5678);
+		att.sends.erase(att.sends.begin(), att.sends.begin() + 2);
+	}
+
+	/* The new session's answer to @req (restart()). */
+	void answer_again(const header &req, const std::vector<uint8_t> &data = {})
+	{
+		answer(req, 0, data.data(), (uint32_t)data.size(), session_id + 1, 0x5678);
 	}
 
 	netblk_host_stats stats()
@@ -136,14 +185,8 @@ protected:
 		ASSERT_EQ(info_req.op, op_info);
 		EXPECT_EQ(info_req.session, session_id);
 
-		geometry g = {};
-		device_limits lim = {};
-		uint8_t info[info_payload_size];
-
-		ASSERT_TRUE(geometry_init(&g, 1 << 20, 512, 1024 + datagram_overhead, 256, false,
-					  true, true, lim));
-		encode_info(info, g);
-		answer(info_req, 0, info, sizeof(info));
+		std::vector<uint8_t> info = info_bytes();
+		answer(info_req, 0, info.data(), (uint32_t)info.size());
 		ASSERT_EQ(att.done.size(), 1u);
 		EXPECT_EQ(att.done[0], std::make_pair(info_tag, (uint16_t)0));
 		att.sends.clear();
@@ -258,14 +301,17 @@ TEST_F(Host, AnInstanceStartedAgainGetsANewSessionAndWhatWasOutstanding)
 	ASSERT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_WRITE, 4096, 1024, 0, now), 0);
 	header w = att.sends[0].h;
 
-	att.sends.clear();
-	answer(w, status_enotconn);	/* it forgot the session */
+	restart(w);	/* it forgot the session */
+	/* INFO goes first, alone: the WRITE waits until it is the same device */
 	ASSERT_EQ(att.sends.size(), 1u);
-	ASSERT_EQ(att.sends[0].h.op, op_hello);
-	answer(att.sends[0].h, 0, nullptr, 0, 0, 0xc00c1e);
-	answer(att.sends[1].h, 0, nullptr, 0, session_id + 1, 0x5678);
-	ASSERT_EQ(att.sends.size(), 3u);
-	const header again = att.sends[2].h;
+	const header info = att.sends[0].h;
+	EXPECT_EQ(info.op, op_info);
+	EXPECT_EQ(info.session, session_id + 1);
+	netblk_host_core_expire(core, now);
+	EXPECT_EQ(att.sends.size(), 1u);
+	answer_again(info, info_bytes());
+	ASSERT_EQ(att.sends.size(), 2u);
+	const header again = att.sends[1].h;
 	EXPECT_EQ(again.op, op_write);
 	EXPECT_EQ(again.session, session_id + 1);
 	EXPECT_EQ(again.token, 0x5678u);
@@ -279,6 +325,63 @@ TEST_F(Host, AnInstanceStartedAgainGetsANewSessionAndWhatWasOutstanding)
 	netblk_host_core_read_stats(core, &st);
 	EXPECT_EQ(st.sessions_opened, 2u);
 	EXPECT_EQ(st.renumbered, 1u);
+	EXPECT_EQ(st.changed, 0u);
+	EXPECT_TRUE(att.changed.empty() && att.resized.empty());
+}
+
+TEST_F(Host, AnInstanceStartedAgainOnAnotherDeviceGetsNothingAndIoFails)
+{
+	const struct {
+		std::vector<uint8_t> info;
+		netblk_host_change_reason why;
+	} cases[] = {
+		{info_bytes(1 << 20, 0xbad), NETBLK_HOST_OTHER_DEVICE},
+		{info_bytes(1 << 19), NETBLK_HOST_SMALLER},
+		{info_bytes(1 << 20, 0xd15c, true), NETBLK_HOST_READ_ONLY},
+		{std::vector<uint8_t>(info_payload_size, 0), NETBLK_HOST_INFO_REFUSED},
+	};
+
+	for (const auto &k : cases) {
+		SCOPED_TRACE(k.why);
+		create(0);
+		att = {};
+		open();
+		ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+		ASSERT_EQ(netblk_host_core_queue(core, 2, NETBLK_IO_WRITE, 8192, 2048, 0, now), 0);
+		restart(att.sends[0].h);
+		ASSERT_EQ(att.sends.size(), 1u);
+		answer_again(att.sends[0].h, k.info);
+
+		/* not a byte of the WRITEs went to it, both failed, and what comes fails at once */
+		EXPECT_EQ(att.sends.size(), 1u);
+		ASSERT_EQ(att.done.size(), 2u);
+		EXPECT_EQ(att.done[0].second, status_eio);
+		EXPECT_EQ(att.done[1].second, status_eio);
+		ASSERT_EQ(att.changed.size(), 1u);
+		EXPECT_EQ(att.changed[0], k.why);
+		EXPECT_EQ(stats().changed, (uint64_t)k.why);
+		EXPECT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_READ, 0, 1024, 0, now), -5);
+		EXPECT_EQ(att.sends.size(), 1u);
+		EXPECT_EQ(netblk_host_core_timer_ns(core, now), 0u);	/* nothing waits */
+	}
+}
+
+TEST_F(Host, AnInstanceStartedAgainOnTheDeviceGrownResizesTheDisk)
+{
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
+	restart(att.sends[0].h);
+	answer_again(att.sends[0].h, info_bytes(4 << 20));
+	ASSERT_EQ(att.resized.size(), 1u);
+	EXPECT_EQ(att.resized[0], 4u << 20);
+	EXPECT_EQ(stats().resizes, 1u);
+	ASSERT_EQ(att.sends.size(), 2u);
+	EXPECT_EQ(att.sends[1].h.op, op_write);
+	answer_again(att.sends[1].h);
+	EXPECT_EQ(att.done.back(), std::make_pair(1u, (uint16_t)0));
+	netblk_host_info info;
+	ASSERT_EQ(netblk_host_core_info(core, &info), 0);
+	EXPECT_EQ(info.size_bytes, 4u << 20);
 }
 
 TEST_F(Host, AnswersOfAnotherSessionAreStray)
@@ -351,12 +454,14 @@ TEST_F(Host, WithATimeoutASilentInstanceIsGivenUpAndIoFailsAtOnceUntilItAnswers)
 	EXPECT_GE(hellos, 10u);
 	EXPECT_NE(netblk_host_core_timer_ns(core, now), 0u);
 
-	/* it answers: requests go to it again, in the session it opens */
+	/* it answers: requests go to it again, in the session it opens, once INFO says it is the same */
 	header hello = att.sends.back().h;
 	att.sends.clear();
 	answer(hello, 0, nullptr, 0, 0, 0xc00c1e);
 	EXPECT_EQ(stats().unreachable, 0u);
 	answer(att.sends.back().h, 0, nullptr, 0, session_id + 1, 0x5678);
+	ASSERT_EQ(att.sends.back().h.op, op_info);
+	answer_again(att.sends.back().h, info_bytes());
 	att.sends.clear();
 	ASSERT_EQ(netblk_host_core_queue(core, 3, NETBLK_IO_WRITE, 0, 1024, 0, now), 0);
 	ASSERT_EQ(att.sends.size(), 1u);

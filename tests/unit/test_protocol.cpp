@@ -20,6 +20,7 @@ geometry make_geometry(bool read_only = false, const device_limits &limits = dis
 {
 	geometry g{};
 	EXPECT_TRUE(geometry_init(&g, 256ull << 20, 512, 1500, 256, read_only, true, true, limits));
+	g.export_id = 0x0123456789abcdefull;
 	return g;
 }
 
@@ -160,6 +161,17 @@ TEST(Codec, InfoPayload)
 	EXPECT_EQ(load_be32(p + 36), 4096u);
 	EXPECT_EQ(load_be32(p + 40), 1u << 30);
 	EXPECT_EQ(load_be32(p + 44), 1u << 20);
+	EXPECT_EQ(load_be64(p + 48), 0x0123456789abcdefull);
+}
+
+TEST(Codec, ExportIdNamesADeviceTheSameEveryTime)
+{
+	const u8 uuid[] = "8a5e0c1e-0001-4d2c-9a6e-1c0d5e0a0b0c";
+	const u8 other[] = "8a5e0c1e-0002-4d2c-9a6e-1c0d5e0a0b0c";
+
+	EXPECT_EQ(export_id(uuid, sizeof(uuid) - 1), export_id(uuid, sizeof(uuid) - 1));
+	EXPECT_NE(export_id(uuid, sizeof(uuid) - 1), export_id(other, sizeof(other) - 1));
+	EXPECT_NE(export_id(uuid, sizeof(uuid) - 1), 0u);
 }
 
 TEST(Codec, InfoReadBackAsWritten)
@@ -178,6 +190,7 @@ TEST(Codec, InfoReadBackAsWritten)
 	EXPECT_EQ(back.discard_granularity, g.discard_granularity);
 	EXPECT_EQ(back.max_trim, g.max_trim);
 	EXPECT_EQ(back.max_write_zeroes, g.max_write_zeroes);
+	EXPECT_EQ(back.export_id, g.export_id);
 	EXPECT_TRUE(back.read_only && back.volatile_cache && back.fua);
 	EXPECT_FALSE(decode_info(p, sizeof(p) - 1, &back));
 

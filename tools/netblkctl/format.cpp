@@ -398,6 +398,24 @@ std::string format_attached(const netblk_attached &att)
 	return o.str();
 }
 
+const char *host_change_text(uint64_t change)
+{
+	switch (change) {
+	case NETBLK_HOST_CHANGE_OTHER_DEVICE:
+		return "serves another device";
+	case NETBLK_HOST_CHANGE_SMALLER:
+		return "serves a smaller device";
+	case NETBLK_HOST_CHANGE_READ_ONLY:
+		return "serves the device read-only";
+	case NETBLK_HOST_CHANGE_GEOMETRY:
+		return "serves other sectors, or less a datagram";
+	case NETBLK_HOST_CHANGE_INFO_REFUSED:
+		return "refused INFO";
+	default:
+		return "changed";
+	}
+}
+
 std::string format_attached_text(const netblk_attached &att)
 {
 	auto st = [&](netblk_host_stat_attr s) { return att.stat(s); };
@@ -408,6 +426,9 @@ std::string format_attached_text(const netblk_attached &att)
 	  << (att.timeout_ms ? "I/O fails after " + std::to_string(att.timeout_ms) + " ms"
 			     : std::string("I/O waits for the server"))
 	  << ", key " << auth_name(att.auth) << ", up " << att.uptime_ms / 1000 << " s\n";
+	if (st(NETBLK_HS_CHANGED))
+		o << "  STOPPED: the server " << host_change_text(st(NETBLK_HS_CHANGED))
+		  << " after a restart; I/O fails, nothing is written to it: detach it\n";
 	if (st(NETBLK_HS_UNREACHABLE))
 		o << "  UNREACHABLE: the server has not answered for the timeout; I/O fails at once "
 		     "until it does\n";
@@ -423,9 +444,10 @@ std::string format_attached_text(const netblk_attached &att)
 	o << "  sessions opened " << st(NETBLK_HS_SESSIONS_OPENED) << " (renumbered "
 	  << st(NETBLK_HS_RENUMBERED) << ", refused " << st(NETBLK_HS_REFUSED) << "), stray "
 	  << st(NETBLK_HS_STRAY) << ", duplicates " << st(NETBLK_HS_DUPLICATES) << "\n";
+	o << "  resized " << st(NETBLK_HS_RESIZES) << " times";
 	if (att.timeout_ms)
-		o << "  outages " << st(NETBLK_HS_OUTAGES) << " (requests failed at once "
-		  << st(NETBLK_HS_FAILED_FAST) << ")\n";
+		o << ", outages " << st(NETBLK_HS_OUTAGES);
+	o << ", requests failed at once " << st(NETBLK_HS_FAILED_FAST) << "\n";
 	o << "  write data sent in place " << format_size(st(NETBLK_HS_BYTES_IN_PLACE))
 	  << ", copied " << format_size(st(NETBLK_HS_BYTES_COPIED)) << "; read data copied "
 	  << format_size(st(NETBLK_HS_READ_BYTES_COPIED)) << "; send errors "
@@ -519,6 +541,8 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_UNREACHABLE, "unreachable"},
 	{NETBLK_HS_OUTAGES, "outages"},
 	{NETBLK_HS_FAILED_FAST, "failed_fast"},
+	{NETBLK_HS_CHANGED, "changed"},
+	{NETBLK_HS_RESIZES, "resizes"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

@@ -129,6 +129,9 @@ std::string format_started(const netblk_instance &inst);
 // "netblk: /dev/netblk0 is 10.0.0.5:7000 (256 MiB, read-write), 1024 bytes a datagram".
 std::string format_attached(const netblk_attached &att);
 
+// What NETBLK_HS_CHANGED says, after "the server ": "serves another device".
+const char *host_change_text(uint64_t change);
+
 // The lines `netblkctl list` prints for one attached device (newline-terminated).
 std::string format_attached_text(const netblk_attached &att);
 

@@ -251,7 +251,9 @@ const struct {
 	{"netblk_host_outages_total", NETBLK_HS_OUTAGES,
 	 "Times the server was silent for the device's timeout= and taken for unreachable."},
 	{"netblk_host_failed_fast_total", NETBLK_HS_FAILED_FAST,
-	 "Block requests failed at once while the server was taken for unreachable."},
+	 "Block requests failed at once: the server taken for unreachable, or the device stopped."},
+	{"netblk_host_resizes_total", NETBLK_HS_RESIZES,
+	 "Times the server said, in a new session, that the device grew."},
 };
 
 const struct {
@@ -307,6 +309,12 @@ void host_families(std::ostream &o, const std::vector<netblk_attached> &atts)
 	for (const auto &a : atts)
 		o << "netblk_host_unreachable{" << host_labels(a) << "} "
 		  << a.stat(NETBLK_HS_UNREACHABLE) << '\n';
+	family(o, "netblk_host_stopped", "gauge",
+	       "Why the device's I/O fails for good (the server serves another, smaller, read-only "
+	       "device after a restart): enum netblk_host_change, 0 while it serves.");
+	for (const auto &a : atts)
+		o << "netblk_host_stopped{" << host_labels(a) << "} " << a.stat(NETBLK_HS_CHANGED)
+		  << '\n';
 	family(o, "netblk_host_srtt_seconds", "gauge",
 	       "The smoothed round trip of a datagram, the server's disk included.");
 	for (const auto &a : atts)
