@@ -65,9 +65,9 @@ constexpr const char usage_text[] =
 	"list    the instances, their counters and service time, then the devices attached\n"
 	"        here (--json: the instances as a JSON array; --attached: the attached\n"
 	"        devices only, --json as a JSON array)\n"
-	"watch   every S seconds (default 1) each instance's rates over the last\n"
-	"        interval, and the module's events as they come, until SIGINT or\n"
-	"        SIGTERM or N intervals (--json: one JSON object a line)\n"
+	"watch   every S seconds (default 1) each instance's and attached device's rates\n"
+	"        over the last interval, and the module's events as they come, until\n"
+	"        SIGINT or SIGTERM or N intervals (--json: one JSON object a line)\n"
 	"stats   the counters and the service-time histogram in the Prometheus\n"
 	"        text format (node_exporter's textfile collector)\n"
 	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
@@ -760,11 +760,15 @@ bool print_events(netblk_client &events, bool json)
 	return true;
 }
 
-bool print_rates(const std::vector<instance_rates> &rates, bool json)
+bool print_rates(const std::vector<instance_rates> &rates,
+		 const std::vector<attached_rates> &att_rates, bool json)
 {
 	double now = clock_seconds(CLOCK_REALTIME);
 	for (const auto &r : rates)
 		if (!emit(json ? format_rates_json(r, now) : format_rates_text(r)))
+			return false;
+	for (const auto &r : att_rates)
+		if (!emit(json ? format_attached_rates_json(r, now) : format_attached_rates_text(r)))
 			return false;
 	return true;
 }
@@ -808,7 +812,10 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 	}
 
 	std::vector<netblk_instance> prev, cur;
+	std::vector<netblk_attached> prev_att, cur_att;
 	if (nl_status st = dump.list(prev); !st.ok())
+		return list_failed(st);
+	if (nl_status st = dump.attached(prev_att); !st.ok())
 		return list_failed(st);
 	double t_prev = clock_seconds(CLOCK_MONOTONIC);
 	double next = t_prev + opt.interval;
@@ -830,10 +837,14 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 			continue;
 		if (nl_status st = dump.list(cur); !st.ok())
 			return list_failed(st);
+		if (nl_status st = dump.attached(cur_att); !st.ok())
+			return list_failed(st);
 		now = clock_seconds(CLOCK_MONOTONIC);
-		if (!print_rates(compute_all_rates(prev, cur, now - t_prev), opt.json))
+		if (!print_rates(compute_all_rates(prev, cur, now - t_prev),
+				 compute_attached_rates(prev_att, cur_att, now - t_prev), opt.json))
 			return exit_failed;
 		prev.swap(cur);
+		prev_att.swap(cur_att);
 		t_prev = now;
 		next += opt.interval;
 		if (next <= now)	// a slow dump: skip the ticks it missed

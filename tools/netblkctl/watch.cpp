@@ -120,6 +120,16 @@ std::string json_or_null(bool have, const std::string &json)
 	return have ? json : "null";
 }
 
+// "p99 812.0 us", "p99 -" (nothing answered) or "p99 n/a" (no histogram)
+std::string p99_text(bool known, const latency_hist &h)
+{
+	if (!known)
+		return "p99 n/a";
+	if (latency_samples(h) == 0)
+		return "p99 -";
+	return "p99 " + format_us(latency_at_ppm(h, ppm_p99)) + " us";
+}
+
 } // namespace
 
 instance_rates compute_rates(const netblk_instance *before, const netblk_instance &now,
@@ -181,13 +191,7 @@ uint64_t rates_percentile(const instance_rates &r, uint32_t ppm)
 
 std::string format_rates_text(const instance_rates &r)
 {
-	std::string p99;
-	if (!r.latency_known)
-		p99 = "p99 n/a";
-	else if (latency_samples(r.latency) == 0)
-		p99 = "p99 -";
-	else
-		p99 = "p99 " + format_us(rates_percentile(r, ppm_p99)) + " us";
+	std::string p99 = p99_text(r.latency_known, r.latency);
 	return "port " + std::to_string(r.port) + ": requests " + rate_int(r.requests) +
 	       "/s, reads " + rate_int(r.reads) + "/s (" + mib_per_s(r.read_bytes) +
 	       " MiB/s), writes " + rate_int(r.writes) + "/s (" + mib_per_s(r.write_bytes) +
@@ -217,6 +221,124 @@ std::string format_rates_json(const instance_rates &r, double unix_time)
 	  << json_or_null(samples, samples ? format_us_exact(rates_percentile(r, ppm_p50)) : "")
 	  << ", \"p99_us\": "
 	  << json_or_null(samples, samples ? format_us_exact(rates_percentile(r, ppm_p99)) : "")
+	  << "}";
+	return o.str();
+}
+
+namespace {
+
+// Counters of an attachment that only go up; one gone down: attached anew.
+constexpr netblk_host_stat_attr host_monotonic[] = {
+	NETBLK_HS_REQUESTS, NETBLK_HS_SENDS, NETBLK_HS_RX_DATAGRAMS, NETBLK_HS_COMPLETED,
+};
+
+bool same_attachment(const netblk_attached &before, const netblk_attached &now)
+{
+	if (before.disk != now.disk || before.addr != now.addr || before.port != now.port ||
+	    now.uptime_ms < before.uptime_ms)
+		return false;
+	for (auto s : host_monotonic)
+		if (now.stat(s) < before.stat(s))
+			return false;
+	return true;
+}
+
+uint64_t write_bytes_sent(const netblk_attached &a)
+{
+	return a.stat(NETBLK_HS_BYTES_IN_PLACE) + a.stat(NETBLK_HS_BYTES_COPIED);
+}
+
+uint64_t resends(const netblk_attached &a)
+{
+	return a.stat(NETBLK_HS_TIMEOUTS) + a.stat(NETBLK_HS_FAST_RESENDS) + a.stat(NETBLK_HS_BUSY);
+}
+
+} // namespace
+
+std::vector<attached_rates> compute_attached_rates(const std::vector<netblk_attached> &before,
+						   const std::vector<netblk_attached> &now,
+						   double elapsed_s)
+{
+	static const netblk_attached zero;
+	std::vector<attached_rates> out;
+
+	for (const auto &n : now) {
+		const netblk_attached *b = nullptr;
+		for (const auto &x : before)
+			if (x.disk == n.disk && same_attachment(x, n))
+				b = &x;
+		attached_rates r;
+		r.disk = n.disk;
+		r.addr = n.addr;
+		r.port = n.port;
+		r.fresh = !b;
+		const netblk_attached &p = b ? *b : zero;
+		r.seconds = elapsed_s;
+		if (r.fresh && n.uptime_ms / 1000.0 < elapsed_s)
+			r.seconds = n.uptime_ms / 1000.0;
+		double secs = r.seconds > 0 ? r.seconds : 0;
+		auto rate = [&](uint64_t a, uint64_t z) {
+			return secs > 0 ? static_cast<double>(a - z) / secs : 0.0;
+		};
+		r.requests = rate(n.stat(NETBLK_HS_REQUESTS), p.stat(NETBLK_HS_REQUESTS));
+		r.errors = rate(n.stat(NETBLK_HS_ERRORS), p.stat(NETBLK_HS_ERRORS));
+		r.write_bytes = rate(write_bytes_sent(n), write_bytes_sent(p));
+		r.read_bytes = rate(n.stat(NETBLK_HS_READ_BYTES_COPIED),
+				    p.stat(NETBLK_HS_READ_BYTES_COPIED));
+		r.resends = rate(resends(n), resends(p));
+		r.outstanding = n.stat(NETBLK_HS_OUTSTANDING);
+		r.unreachable = n.stat(NETBLK_HS_UNREACHABLE);
+		r.changed = n.stat(NETBLK_HS_CHANGED);
+		if (r.fresh) {
+			r.latency_known = latency_usable(n.latency);
+			r.latency = n.latency;
+		} else {
+			r.latency_known = latency_usable(p.latency) && latency_usable(n.latency);
+			if (r.latency_known)
+				r.latency = latency_delta(p.latency, n.latency);
+		}
+		out.push_back(r);
+	}
+	return out;
+}
+
+std::string format_attached_rates_text(const attached_rates &r)
+{
+	std::string s = "/dev/" + one_line(r.disk) + ": requests " + rate_int(r.requests) +
+			"/s, errors " + rate_int(r.errors) + "/s, writes " +
+			mib_per_s(r.write_bytes) + " MiB/s, reads " + mib_per_s(r.read_bytes) +
+			" MiB/s, resends " + rate_int(r.resends) + "/s, outstanding " +
+			std::to_string(r.outstanding) + ", " + p99_text(r.latency_known, r.latency);
+	if (r.changed)
+		s += " STOPPED";
+	else if (r.unreachable)
+		s += " UNREACHABLE";
+	return s;
+}
+
+std::string format_attached_rates_json(const attached_rates &r, double unix_time)
+{
+	bool samples = r.latency_known && latency_samples(r.latency) > 0;
+	std::ostringstream o;
+	o << "{\"type\": \"attached_rates\", \"time\": " << json_time(unix_time)
+	  << ", \"disk\": " << json_string(r.disk)
+	  << ", \"server\": " << json_string(format_ipv4(r.addr) + ":" + std::to_string(r.port))
+	  << ", \"interval_s\": " << json_rate(r.seconds)
+	  << ", \"fresh\": " << (r.fresh ? "true" : "false")
+	  << ", \"requests_per_s\": " << json_rate(r.requests)
+	  << ", \"errors_per_s\": " << json_rate(r.errors)
+	  << ", \"write_bytes_per_s\": " << json_rate(r.write_bytes)
+	  << ", \"read_bytes_per_s\": " << json_rate(r.read_bytes)
+	  << ", \"resends_per_s\": " << json_rate(r.resends)
+	  << ", \"outstanding\": " << r.outstanding
+	  << ", \"unreachable\": " << (r.unreachable ? "true" : "false")
+	  << ", \"changed\": " << r.changed
+	  << ", \"samples\": "
+	  << json_or_null(r.latency_known, std::to_string(latency_samples(r.latency)))
+	  << ", \"p50_us\": "
+	  << json_or_null(samples, samples ? format_us_exact(latency_at_ppm(r.latency, ppm_p50)) : "")
+	  << ", \"p99_us\": "
+	  << json_or_null(samples, samples ? format_us_exact(latency_at_ppm(r.latency, ppm_p99)) : "")
 	  << "}";
 	return o.str();
 }

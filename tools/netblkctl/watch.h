@@ -55,6 +55,41 @@ std::string format_rates_text(const instance_rates &r);
 //    "samples", "p50_us", "p99_us"}   (samples/p50_us/p99_us may be null)
 std::string format_rates_json(const instance_rates &r, double unix_time);
 
+// One attached device (netblkctl attach) over one interval of `watch`.
+struct attached_rates {
+	std::string disk;
+	uint32_t addr = 0;
+	uint16_t port = 0;
+	double seconds = 0;
+	bool fresh = false;	// attached within the interval (or attached anew)
+	// per second
+	double requests = 0, errors = 0, write_bytes = 0, read_bytes = 0, resends = 0;
+	uint64_t outstanding = 0;	// datagrams, at the end of the interval
+	bool unreachable = false;
+	uint64_t changed = 0;	// enum netblk_host_change
+	bool latency_known = false;
+	latency_hist latency;
+};
+
+// As compute_rates, for the attached devices of `now` matched to `before` by
+// disk; one attached anew (a lower uptime, another server) counts from its
+// start.  Write bytes are WRITE data sent (resends included), read bytes READ
+// data received.
+std::vector<attached_rates> compute_attached_rates(const std::vector<netblk_attached> &before,
+						   const std::vector<netblk_attached> &now,
+						   double elapsed_s);
+
+// One line, no newline:
+// "/dev/netblk0: requests 800/s, errors 0/s, writes 3.1 MiB/s, reads 0.0 MiB/s, resends 0/s, outstanding 4, p99 812.0 us"
+// with " UNREACHABLE" or " STOPPED" at the end when so.
+std::string format_attached_rates_text(const attached_rates &r);
+
+// One JSON object, no newline: {"type": "attached_rates", "time", "disk",
+// "server", "interval_s", "fresh", "requests_per_s", "errors_per_s",
+// "write_bytes_per_s", "read_bytes_per_s", "resends_per_s", "outstanding",
+// "unreachable", "changed", "samples", "p50_us", "p99_us"}
+std::string format_attached_rates_json(const attached_rates &r, double unix_time);
+
 // One line, no newline:
 //   event: port 7000 started on eth0 10.0.2.15: /dev/nvme0n1p1 (256 MiB, rw)
 //   event: port 7000 stopped (asked)

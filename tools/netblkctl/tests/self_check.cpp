@@ -1324,6 +1324,7 @@ void check_attached_text()
 		 "  resends: timeout 89, fast 0, busy 0; window cut 0 times; srtt 3572.5 us,"
 		 " rto 20000.0 us\n"
 		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0\n"
+		 "  resized 0 times, requests failed at once 0\n"
 		 "  write data sent in place 4.1 MiB, copied 0 B; read data copied 0 B;"
 		 " send errors 0, dropped 0\n"
 		 "  service time us (queued to answered): n/a\n", "attached list text");
@@ -1345,6 +1346,54 @@ void check_attached_text()
 	      "attached json stats");
 	check(j.find("\"latency\": {\"count\": 100, ") != std::string::npos, "attached json latency");
 	check_eq(format_attached_json({}), "[]\n", "no attached devices: []");
+
+	/* the server silent for timeout=, then another device behind a restart */
+	a.stats[NETBLK_HS_UNREACHABLE] = 1;
+	a.stats[NETBLK_HS_OUTAGES] = 1;
+	a.stats[NETBLK_HS_FAILED_FAST] = 7;
+	t = format_attached_text(a);
+	check(t.find("\n  UNREACHABLE: the server has not answered for the timeout; I/O fails at "
+		     "once until it does\n") != std::string::npos, "attached unreachable");
+	check(t.find("\n  resized 0 times, outages 1, requests failed at once 7\n") !=
+	      std::string::npos, "attached outages");
+	a.stats[NETBLK_HS_CHANGED] = NETBLK_HOST_CHANGE_OTHER_DEVICE;
+	check(format_attached_text(a).find("\n  STOPPED: the server serves another device after a "
+					   "restart; I/O fails, nothing is written to it: detach it\n") !=
+	      std::string::npos, "attached stopped");
+	check(format_attached_json({a}).find("\"unreachable\": 1, \"outages\": 1, \"failed_fast\": 7, "
+					     "\"changed\": 1, \"resizes\": 0}") != std::string::npos,
+	      "attached json: unreachable, changed");
+
+	/* watch: its rates over an interval */
+	netblk_attached b = a;
+	b.uptime_ms += 2000;
+	b.stats[NETBLK_HS_REQUESTS] += 1600;
+	b.stats[NETBLK_HS_ERRORS] += 2;
+	b.stats[NETBLK_HS_BYTES_IN_PLACE] += 2 << 20;
+	b.stats[NETBLK_HS_READ_BYTES_COPIED] += 6 << 20;
+	b.stats[NETBLK_HS_TIMEOUTS] += 3;
+	b.stats[NETBLK_HS_FAST_RESENDS] += 1;
+	b.stats[NETBLK_HS_OUTSTANDING] = 4;
+	b.stats[NETBLK_HS_CHANGED] = 0;
+	netblk_attached fresh = b;
+	fresh.disk = "netblk1";
+	fresh.uptime_ms = 500;
+	auto rates = compute_attached_rates({a}, {b, fresh}, 2.0);
+	check(rates.size() == 2 && !rates[0].fresh && rates[0].requests == 800 &&
+	      rates[0].errors == 1 && rates[0].write_bytes == 1 << 20 &&
+	      rates[0].read_bytes == 3 << 20 && rates[0].resends == 2, "attached rates");
+	check(rates[1].fresh && rates[1].seconds == 0.5, "an attached device new in the interval");
+	check_eq(format_attached_rates_text(rates[0]),
+		 "/dev/netblk0: requests 800/s, errors 1/s, writes 1.0 MiB/s, reads 3.0 MiB/s, "
+		 "resends 2/s, outstanding 4, p99 - UNREACHABLE", "attached rates text");
+	j = format_attached_rates_json(rates[0], 1700000000.5);
+	check(valid_json(j), "attached rates JSON parses");
+	check(j.starts_with("{\"type\": \"attached_rates\", \"time\": 1700000000.5, "
+			    "\"disk\": \"netblk0\", \"server\": \"10.9.0.1:7000\", \"interval_s\": 2, "
+			    "\"fresh\": false, \"requests_per_s\": 800, \"errors_per_s\": 1, "
+			    "\"write_bytes_per_s\": 1048576, \"read_bytes_per_s\": 3145728, "
+			    "\"resends_per_s\": 2, \"outstanding\": 4, \"unreachable\": true, "
+			    "\"changed\": 0, \"samples\": 0, \"p50_us\": null"), "attached rates JSON");
 }
 
 int main()
