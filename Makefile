@@ -144,7 +144,7 @@ clean:
 
 # The load generator (tools/netblk-load/README.md) and the benchmark against
 # nbd-server and the local disk (bench/README.md).
-.PHONY: load bench bench-v1
+.PHONY: load bench bench-v1 bench-client
 BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
@@ -161,6 +161,13 @@ tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/proto
 bench: deps
 	$(MAKE) bench-module netblkctl load bench-v1
 	$(PYTHON) ci/bench.py $(BENCH_ARGS)
+	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
+
+# The client path alone: fio on /dev/netblk0 in a second guest (bench/README.md).
+BENCH_CLIENT_ARGS ?=
+bench-client: deps
+	$(MAKE) bench-module netblkctl
+	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
 
 # Protocol v1 as it was (main before the v2 merge), for the bench's netblk-v1.
 V1_COMMIT ?= da693d5

@@ -148,7 +148,7 @@ def fio_result(doc: dict, writing: bool) -> dict:
         return 0.0
 
     return {"ops": side["total_ios"], "iops": round(side["iops"], 1),
-            "p50_us": pct("50"), "p99_us": pct("99")}
+            "p50_us": pct("50"), "p99_us": pct("99"), "p999_us": pct("99.9")}
 
 
 def fio_args(workload: str, size: int, window: int, seconds: float, extra=()) -> list[str]:

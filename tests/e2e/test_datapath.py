@@ -319,6 +319,7 @@ def test_info_matches_device(netblk):
     dev_flags = (INFO_VOLATILE_CACHE if wc == "write back" else 0) | (INFO_FUA if fua == "1" else 0)
     assert wc == "write back", "QEMU's nvme was expected to have a volatile write cache"
 
+    ids = set()
     for dev, port, ro in ((P1, RW, False), (P2, RO, True)):
         size = int(g.check(f"blockdev --getsize64 {dev}"))
         ss = int(g.check(f"blockdev --getss {dev}"))
@@ -332,10 +333,13 @@ def test_info_matches_device(netblk):
                 f"{dev} ({'ro' if ro else 'rw'}): INFO flags {info.flags:#x}, device says " \
                 f"write_cache={wc!r} fua={fua!r}"
             assert info.physical_block_size >= ss and info.max_trim and info.max_write_zeroes, info
-            # the raw reply: header echoes the seq, payload is 48 bytes
+            # the raw reply: header echoes the seq, payload is 56 bytes
             r = c.request(OP_INFO, 0, 0, seq=500)
             assert (r.status, r.op, r.version, r.seq) == (0, OP_INFO | OP_REPLY, 2, 500), r
-            assert len(r.data) == 48, r
+            assert len(r.data) == 56, r
+            ids.add(info.export_id)
+    # each partition names itself: a client can tell one from the other
+    assert len(ids) == 2 and 0 not in ids, ids
 
 
 # --------------------------------------------------------------------------

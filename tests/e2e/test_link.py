@@ -181,20 +181,56 @@ def test_a_read_only_attach_reads_and_refuses_writes(attached):
     assert rc != 0, out
 
 
-def test_io_waits_out_a_server_restart_and_goes_on(attached, server):
+FIO_VERIFY = ("fio --name=v --filename=/dev/netblk0 --ioengine=libaio --direct=1 "
+              "--rw=randwrite --bs=4k --iodepth=32 --size=8m --verify=crc32c --verify_fatal=1 "
+              "--do_verify=1 --randrepeat=0 --output-format=terse")
+
+
+def test_fio_waits_out_a_server_restart_and_a_module_reload(attached, server):
     c = attached
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
-    c.check("dd if=/dev/urandom of=/tmp/src bs=1M count=4 2>/dev/null")
-    # the writer runs while the instance is stopped and started again
-    c.check(f"(dd if=/tmp/src of={DEV} bs=4k oflag=direct 2>/tmp/dd.err; echo $? > /tmp/dd.rc) "
+    # fio writes and verifies while the instance is stopped and started again,
+    # then while the server's module is reloaded under it
+    c.check(f"({FIO_VERIFY} --loops=4 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
             "> /dev/null 2>&1 &")
-    server.check(f"sleep 1; netblkctl stop {PORT}; sleep 3; "
-                 f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1", timeout=60)
-    c.check("for i in $(seq 600); do test -s /tmp/dd.rc && break; sleep 0.5; done; "
-            "cat /tmp/dd.rc /tmp/dd.err; test $(cat /tmp/dd.rc) = 0", timeout=400)
-    c.check(f"dd if={DEV} bs=1M count=4 2>/dev/null | cmp /tmp/src -", timeout=120)
-    text = attached_stats(c)
-    assert "sessions opened 1 " not in text, text  # a second session, after the restart
+    server.check(f"sleep 2; netblkctl stop {PORT}; sleep 3; "
+                 f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1; sleep 3; "
+                 f"rmmod netblk && sleep 2 && modprobe netblk && "
+                 f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1", timeout=120)
+    # fio's exit status: 0 only if every block read back as written (--verify_fatal)
+    c.check("for i in $(seq 1200); do test -s /tmp/fio.rc && break; sleep 0.5; done; "
+            "cat /tmp/fio.rc /tmp/fio.out; test $(cat /tmp/fio.rc) = 0", timeout=700)
+    st = attached_json(c)["stats"]
+    assert st["sessions_opened"] >= 3 and st["errors"] == 0, st  # after each restart
+    assert st["changed"] == 0, st
+
+
+def test_a_forced_detach_and_rmmod_under_load_leave_nothing_behind(attached):
+    c = attached
+    sockets = c.check("wc -l < /proc/net/udp").strip()
+    c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    assert int(c.check("wc -l < /proc/net/udp")) == int(sockets) + 1  # the client's socket
+    c.check("(fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
+            "--bs=64k --iodepth=32 --size=64m --time_based --runtime=120 >/tmp/l.out 2>&1; "
+            "echo $? > /tmp/l.rc) > /dev/null 2>&1 &")
+    rc, out = c.run("sleep 3; netblkctl detach netblk0", timeout=60)
+    assert rc == 1 and "is open" in out, out  # in use: refused, still attached
+    c.check("netblkctl list --attached --json | grep -q netblk0")
+    c.check("netblkctl detach netblk0 --force", timeout=60)
+    c.check("for i in $(seq 120); do test -s /tmp/l.rc && break; sleep 0.5; done; "
+            "test $(cat /tmp/l.rc) != 0", timeout=120)  # its I/O failed, it ended
+    assert "netblk0" not in c.check("cat /proc/partitions")
+    assert c.check("wc -l < /proc/net/udp").strip() == sockets  # the client's socket is gone
+    # again, ended by rmmod under load this time
+    c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    c.check("(dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
+            "echo $? > /tmp/r.rc) > /dev/null 2>&1 & sleep 2", timeout=60)
+    rc, out = c.run("rmmod netblk", timeout=60)
+    assert rc != 0, out  # the open disk holds the module
+    c.check("netblkctl detach all --force && for i in $(seq 120); do test -s /tmp/r.rc && "
+            "break; sleep 0.5; done && rmmod netblk", timeout=120)
+    assert c.check("wc -l < /proc/net/udp").strip() == sockets
+    c.check("modprobe netblk")
 
 
 def test_a_restart_on_another_device_fails_io_and_writes_nothing_to_it(attached, server):
@@ -342,10 +378,7 @@ def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     impair_link(c, "loss 3% duplicate 5% delay 1ms 3ms reorder 10%")
     try:
-        rc, out = c.run("fio --name=v --filename=/dev/netblk0 --ioengine=libaio --direct=1 "
-                        "--rw=randwrite --bs=4k --iodepth=32 --size=8m --verify=crc32c "
-                        "--verify_fatal=1 --do_verify=1 --randrepeat=0 --output-format=terse",
-                        timeout=600)
+        rc, out = c.run(FIO_VERIFY, timeout=600)
     finally:
         clear_link(c)
     assert rc == 0, out

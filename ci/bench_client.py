@@ -1,0 +1,300 @@
+#!/usr/bin/python3
+"""The client path: fio on a block device in a second guest.
+
+Two QEMU guests (ci/guest.py) on a private link (link_args: QEMU's dgram
+netdev over 127.0.0.1), as the e2e suite's tests/e2e/test_link.py has them:
+the server guest serves its emulated NVMe partition /dev/nvme0n1p1 (256 MiB)
+on its link NIC, the client guest runs fio on the block device that gives it
+back.  Standard library only.
+
+    ci/bench_client.py [--seconds 4] [--systems netblk,local] [--rounds 1]
+                       [--nic virtio|vmxnet3] [--out bench/results-client.json]
+    (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too)
+
+Systems:
+  netblk  `netblkctl start /dev/nvme0n1p1 7000 dev=eth1` in the server guest,
+          `netblkctl attach 10.9.0.1 7000` in the client guest: fio on
+          /dev/netblk0.  At MTU 1500 a datagram carries 1024 bytes: a 4 KiB
+          write is 4 WRITEs, a 4 KiB read one READ answered in 4 datagrams.
+  local   fio on /dev/nvme0n1p1 inside the server guest: the disk's own limit
+          (no client guest CPU).
+
+Workloads, the same fio job for every system (--direct=1, libaio): 4 KiB
+random read and random write at queue depth 1 and 32, 128 KiB sequential
+read and write at queue depth 8, --seconds each.
+
+Guest CPU per request, on each guest: the `cpu` line of its /proc/stat
+before and after a run (everything but idle and iowait, USER_HZ=100: 10 ms a
+jiffy), divided by the requests fio completed.  In the guest that runs fio,
+fio's own start and exit (a one-request run, the least of three) is taken
+off.  Under TCG absolute numbers mean little; only ratios within one run
+count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result,  # noqa: E402
+                   guest_busy, log, parse_cpu)
+from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_args  # noqa: E402
+
+SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
+PORT = 7000
+SYSTEMS = ("netblk", "local")
+# (fio --rw, block size, queue depth)
+WORKLOADS = (("randread", 4096, 1), ("randwrite", 4096, 1),
+             ("randread", 4096, 32), ("randwrite", 4096, 32),
+             ("read", 131072, 8), ("write", 131072, 8))
+
+
+def fio_job(dev: str, rw: str, bs: int, depth: int, seconds: float, extra: str = "") -> str:
+    return (f"fio --name=bench --filename={dev} --direct=1 --ioengine=libaio --rw={rw} "
+            f"--bs={bs} --iodepth={depth} --size={DEV_SIZE} --offset=0 --time_based "
+            f"--runtime={seconds:g} --randrepeat=1 --lat_percentiles=1 --output-format=json "
+            f"{extra}")
+
+
+def fio_between_stats(g: Guest, job: str, timeout: float) -> tuple[dict, int]:
+    """fio in @g between two reads of its /proc/stat, in one command: its
+    JSON and the guest's busy jiffies over it."""
+    script = ("head -n 1 /proc/stat; echo @@; "
+              f"{job} --output=/tmp/fio.json >/tmp/fio.log 2>&1; rc=$?; "
+              "echo @@; head -n 1 /proc/stat; echo @@; "
+              "if [ $rc -ne 0 ]; then cat /tmp/fio.log; exit $rc; fi; cat /tmp/fio.json")
+    rc, out = g.run(script, timeout=int(timeout))
+    parts = out.split("@@\n")
+    if rc != 0 or len(parts) < 4:
+        raise RuntimeError(f"fio in {g.name} failed (exit {rc}): {out[-1500:]}")
+    return extract_json(parts[3]), parse_cpu(parts[2]) - parse_cpu(parts[0])
+
+
+def fio_start_cost(g: Guest, dev: str) -> int:
+    """What fio costs @g to start and exit: a one-request run, the least of three."""
+    job = fio_job(dev, "randread", 4096, 1, 1, "--number_ios=1")
+    return min(fio_between_stats(g, job, 120)[1] for _ in range(3))
+
+
+class Link:
+    """The two guests and the systems' setups on them."""
+
+    def __init__(self, server: Guest, client: Guest, seconds: float):
+        self.server, self.client, self.seconds = server, client, seconds
+        self.start_cost: dict[str, int] = {}
+
+    def netblk_setup(self) -> tuple[Guest, str]:
+        self.server.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+        self.server.check(f"netblkctl start {DEV} {PORT} dev=eth1")
+        self.client.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+        log("bench: " + self.client.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60).strip())
+        return self.client, "/dev/netblk0"
+
+    def netblk_counters(self) -> dict:
+        inst = [i for i in json.loads(self.server.check("netblkctl list --json"))
+                if i["port"] == PORT][0]["stats"]
+        att = json.loads(self.client.check("netblkctl list --attached --json"))[0]["stats"]
+        return {"server_bytes_in_place": inst["bytes_zerocopy"],
+                "server_bytes_copied": inst["bytes_copied"],
+                "client_write_bytes_in_place": att["bytes_in_place"],
+                "client_write_bytes_copied": att["bytes_copied"],
+                "client_read_bytes_copied": att["read_bytes_copied"],
+                "client_resends": att["timeouts"] + att["fast_resends"] + att["busy"],
+                "client_errors": att["errors"]}
+
+    def netblk_teardown(self) -> None:
+        self.client.check("netblkctl detach netblk0", timeout=60)
+        self.server.check(f"netblkctl stop {PORT}")
+
+    def local_setup(self) -> tuple[Guest, str]:
+        return self.server, DEV
+
+    def run(self, system: str, fio_guest: Guest, dev: str, rw: str, bs: int, depth: int) -> dict:
+        key = f"{system}:{fio_guest.name}"
+        if key not in self.start_cost:
+            self.start_cost[key] = fio_start_cost(fio_guest, dev)
+        other = self.server if fio_guest is self.client else None
+        s0 = guest_busy(other) if other else 0
+        t0 = time.monotonic()
+        doc, fio_j = fio_between_stats(fio_guest, fio_job(dev, rw, bs, depth, self.seconds),
+                                       self.seconds + 180)
+        wall = time.monotonic() - t0
+        s1 = guest_busy(other) if other else 0
+        res = fio_result(doc, rw.endswith("write"))
+        side = doc["jobs"][0]["write" if rw.endswith("write") else "read"]
+        ops = max(res["ops"], 1)
+        fio_j = max(0, fio_j - self.start_cost[key])
+        server_j, client_j = (s1 - s0, fio_j) if other else (fio_j, None)
+        return {**res, "mib_s": round(side["bw_bytes"] / (1 << 20), 2),
+                "server_busy_jiffies": server_j, "client_busy_jiffies": client_j,
+                "server_cpu_us_per_req": round(cpu_us(server_j) / ops, 1),
+                "client_cpu_us_per_req": round(cpu_us(client_j) / ops, 1)
+                if client_j is not None else None,
+                "wall_s": round(wall, 2)}
+
+
+def medians(rows: list[dict]) -> list[dict]:
+    """One row per system and workload: the medians over the rounds."""
+    keys = ("iops", "mib_s", "p50_us", "p99_us", "p999_us", "server_cpu_us_per_req",
+            "client_cpu_us_per_req")
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["system"], r["workload"], r["bs"], r["depth"]), []).append(r)
+    out = []
+    for (system, wl, bs, depth), rs in groups.items():
+        m = {"system": system, "workload": wl, "bs": bs, "depth": depth, "rounds": len(rs)}
+        for k in keys:
+            vals = [r[k] for r in rs if r.get(k) is not None]
+            m[k] = round(statistics.median(vals), 1) if vals else None
+        out.append(m)
+    return out
+
+
+def ratios(meds: list[dict], base: str = "local") -> list[dict]:
+    """netblk / each other system, per workload."""
+    by = {(m["system"], m["workload"], m["bs"], m["depth"]): m for m in meds}
+    out = []
+    for (system, wl, bs, depth), m in by.items():
+        if system != "netblk":
+            continue
+        for (other, owl, obs, odepth), o in by.items():
+            if other == "netblk" or (owl, obs, odepth) != (wl, bs, depth):
+                continue
+            r = {"workload": wl, "bs": bs, "depth": depth, "vs": other}
+            for k in ("iops", "p99_us", "server_cpu_us_per_req", "client_cpu_us_per_req"):
+                a, b = m.get(k), o.get(k)
+                r[k] = round(a / b, 3) if a and b else None
+            out.append(r)
+    return out
+
+
+def table(meds: list[dict]) -> str:
+    head = (f"{'system':8} {'workload':10} {'bs':>6} {'qd':>3} {'iops':>8} {'MiB/s':>7} "
+            f"{'p50 us':>8} {'p99 us':>9} {'p99.9 us':>9} {'srv us/req':>10} {'cli us/req':>10}")
+    lines = [head, "-" * len(head)]
+    for m in meds:
+        def f(k, w):
+            v = m.get(k)
+            return f"{'-' if v is None else v:>{w}}"
+        lines.append(f"{m['system']:8} {m['workload']:10} {m['bs'] // 1024:>5}k {m['depth']:>3} "
+                     f"{f('iops', 8)} {f('mib_s', 7)} {f('p50_us', 8)} {f('p99_us', 9)} "
+                     f"{f('p999_us', 9)} {f('server_cpu_us_per_req', 10)} "
+                     f"{f('client_cpu_us_per_req', 10)}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description="fio on a block device in a second guest")
+    ap.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 4)),
+                    help="seconds per run (4)")
+    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every system this many times over, in turn (1)")
+    ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
+                    help="the guests' NIC model (NETBLK_NIC, virtio by default)")
+    ap.add_argument("--out", default=None, help="bench/results-client.json "
+                    "(--nic vmxnet3: bench/results-client-vmxnet3.json)")
+    a = ap.parse_args()
+    systems = a.systems.split(",")
+    for s in systems:
+        if s not in SYSTEMS:
+            ap.error(f"unknown system {s!r} (one of {', '.join(SYSTEMS)})")
+    if a.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    fio = shutil.which("fio")
+    if not fio:
+        log("bench: missing: fio (apt-get install fio)")
+        return 2
+    if a.out is None:
+        suffix = "" if a.nic == "virtio" else f"-{a.nic}"
+        a.out = str(ROOT / "bench" / f"results-client{suffix}.json")
+
+    t_start = time.monotonic()
+    server_end, client_end = free_udp_port(), free_udp_port()
+    model = NIC_MODELS[a.nic][0]
+    programs = {"/usr/bin/fio": Path(fio)}
+    rows: list[dict] = []
+    failures: list[str] = []
+    counters = None
+    with Guest("bench-server", checks=False, extra_programs=programs, require_project=True,
+               qemu_args=link_args(server_end, client_end, "52:54:00:09:00:01", model),
+               memory=2048, nic=a.nic) as server, \
+         Guest("bench-client", checks=False, extra_programs=programs, require_project=True,
+               qemu_args=link_args(client_end, server_end, "52:54:00:09:00:02", model),
+               memory=2048, nic=a.nic) as client:
+        for g, ip in ((server, SERVER_IP), (client, CLIENT_IP)):
+            g.check(f"ip link set eth1 up && ip addr add {ip}/24 dev eth1")
+        link = Link(server, client, a.seconds)
+        steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
+                 "local": (link.local_setup, lambda: None)}
+        total = a.rounds * len(systems) * len(WORKLOADS)
+        done = 0
+        for rnd in range(a.rounds):
+            for system in SYSTEMS:
+                if system not in systems:
+                    continue
+                setup, teardown = steps[system]
+                fio_guest, dev = setup()
+                for rw, bs, depth in WORKLOADS:
+                    done += 1
+                    what = f"{system} {rw} {bs // 1024}k qd{depth}"
+                    log(f"bench: [{done}/{total}] {what}" +
+                        (f" (round {rnd + 1})" if a.rounds > 1 else ""))
+                    try:
+                        res = link.run(system, fio_guest, dev, rw, bs, depth)
+                    except (RuntimeError, ValueError, KeyError, GuestError) as e:
+                        log(f"bench: FAILED {what}: {e}")
+                        failures.append(f"{what}: {e}")
+                        continue
+                    rows.append({"system": system, "workload": rw, "bs": bs, "depth": depth,
+                                 "round": rnd, **res})
+                if system == "netblk":
+                    counters = link.netblk_counters()
+                teardown()
+
+    meds = medians(rows)
+    result = {
+        "rows": rows, "medians": meds, "ratios": ratios(meds), "netblk_counters": counters,
+        "failures": failures,
+        "meta": {
+            "seconds_per_run": a.seconds, "rounds": a.rounds, "device": DEV,
+            "device_bytes": DEV_SIZE,
+            "guests": f"QEMU TCG, 2 vCPUs, 2048 MiB each; {a.nic} link NICs "
+                      f"({NIC_MODELS[a.nic][1]}), MTU 1500, QEMU dgram netdev over 127.0.0.1",
+            "fio": "--direct=1 --ioengine=libaio, in the client guest (local: the server guest)",
+            "fio_start_exit_jiffies": link.start_cost,
+            "user_hz": USER_HZ, "host": platform.node(), "host_cpus": os.cpu_count(),
+            "wall_seconds": round(time.monotonic() - t_start, 1),
+            "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+    }
+    out = Path(a.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(meds))
+    for r in result["ratios"]:
+        print(f"netblk/{r['vs']} {r['workload']} {r['bs'] // 1024}k qd{r['depth']}: "
+              f"iops {r['iops']}, p99 {r['p99_us']}, server CPU/req {r['server_cpu_us_per_req']}")
+    if counters:
+        print("netblk: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
+    print(f"\nwrote {out} ({result['meta']['wall_seconds']} s; under TCG only ratios count)")
+    if failures:
+        print("FAILED runs:\n  " + "\n  ".join(failures))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except GuestError as e:
+        log(f"bench: {e}")
+        sys.exit(1)
