@@ -158,14 +158,19 @@ tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/proto
 		tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
 		kmod/core/rto.cpp tools/netblkctl/key_text.cpp
 
+# What only the benchmarks need: the peers' servers and clients, the plot.
+BENCH_PKGS := nbd-client vblade python3-matplotlib
+
 bench: deps
+	ci/install-deps.sh $(BENCH_PKGS)
 	$(MAKE) bench-module netblkctl load bench-v1
 	$(PYTHON) ci/bench.py $(BENCH_ARGS)
 	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
 
-# The client path alone: fio on /dev/netblk0 in a second guest (bench/README.md).
+# Block devices on a second guest alone: netblk, NVMe/TCP, nbd, AoE, local (bench/README.md).
 BENCH_CLIENT_ARGS ?=
 bench-client: deps
+	ci/install-deps.sh $(BENCH_PKGS)
 	$(MAKE) bench-module netblkctl
 	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
 

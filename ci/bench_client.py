@@ -7,17 +7,33 @@ the server guest serves its emulated NVMe partition /dev/nvme0n1p1 (256 MiB)
 on its link NIC, the client guest runs fio on the block device that gives it
 back.  Standard library only.
 
-    ci/bench_client.py [--seconds 4] [--systems netblk,local] [--rounds 1]
+    ci/bench_client.py [--seconds 4] [--systems netblk,nvme-tcp,nbd,aoe,local] [--rounds 1]
                        [--nic virtio|vmxnet3] [--out bench/results-client.json]
     (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too)
 
-Systems:
-  netblk  `netblkctl start /dev/nvme0n1p1 7000 dev=eth1` in the server guest,
-          `netblkctl attach 10.9.0.1 7000` in the client guest: fio on
-          /dev/netblk0.  At MTU 1500 a datagram carries 1024 bytes: a 4 KiB
-          write is 4 WRITEs, a 4 KiB read one READ answered in 4 datagrams.
-  local   fio on /dev/nvme0n1p1 inside the server guest: the disk's own limit
-          (no client guest CPU).
+Systems (the server guest's side, then the client guest's):
+  netblk    `netblkctl start /dev/nvme0n1p1 7000 dev=eth1`; `netblkctl attach
+            10.9.0.1 7000` -> /dev/netblk0.  At MTU 1500 a datagram carries
+            1024 bytes: a 4 KiB write is 4 WRITEs, a 4 KiB read one READ
+            answered in 4 datagrams.  Zero copy on the server (its counters).
+  nvme-tcp  the kernel's NVMe/TCP target (nvmet, nvmet-tcp) through configfs,
+            a namespace on the partition (a block device: nvmet's bdev
+            backend, bios straight to the disk, no page cache), port 4420;
+            the kernel's nvme-tcp initiator by hand through /dev/nvme-fabrics
+            -> /dev/nvmeXn1.  Its target copies WRITE data from the socket
+            into its pages; READ data goes out from the bio's pages.
+  nbd       nbd-server (Debian's 3.24) on the partition, TCP 10809; the
+            kernel's nbd client through nbd-client -> /dev/nbd0.  nbd-server
+            reads and writes with pread/pwrite through the server's page
+            cache (it has no O_DIRECT): the cache is dropped before each run
+            and a `sync` is run, and counted, before the server's CPU is read
+            afterwards, so that no write is left in its cache unpaid.  It
+            copies every byte twice (socket <-> user space <-> page cache).
+  aoe       vblade -d (O_DIRECT) on the partition, shelf 0 slot 0 on eth1;
+            the kernel's aoe driver -> /dev/etherd/e0.0.  Raw Ethernet, no
+            IP; vblade copies every byte between its raw socket and user space.
+  local     fio on /dev/nvme0n1p1 inside the server guest: the disk's own
+            limit (no client guest CPU).
 
 Workloads, the same fio job for every system (--direct=1, libaio): 4 KiB
 random read and random write at queue depth 1 and 32, 128 KiB sequential
@@ -50,7 +66,19 @@ from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
-SYSTEMS = ("netblk", "local")
+SYSTEMS = ("netblk", "nvme-tcp", "nbd", "aoe", "local")
+NVME_PORT, NBD_PORT = 4420, 10809
+NQN = "nqn.2026-12.io.netblk:bench"
+NVMET = "/sys/kernel/config/nvmet"
+# What each system's server copies of the data, by design (netblk: its counters).
+COPIES = {"netblk": "none: the NIC's pages go to the disk, the disk's to the NIC (counters)",
+          "nvme-tcp": "WRITE data, socket to its pages; READ data sent from the bio's pages",
+          "nbd": "all of it, twice: socket <-> nbd-server <-> page cache",
+          "aoe": "all of it: raw socket <-> vblade (O_DIRECT to the disk)",
+          "local": "-"}
+# Server-guest modules and programs, client-guest modules.
+SERVER_MODULES = ["nvmet_tcp"]
+CLIENT_MODULES = ["nvme_tcp", "nbd", "aoe"]
 # (fio --rw, block size, queue depth)
 WORKLOADS = (("randread", 4096, 1), ("randwrite", 4096, 1),
              ("randread", 4096, 32), ("randwrite", 4096, 32),
@@ -114,6 +142,70 @@ class Link:
         self.client.check("netblkctl detach netblk0", timeout=60)
         self.server.check(f"netblkctl stop {PORT}")
 
+    # ---- nvme-tcp: nvmet on the server, the nvme-tcp initiator on the client
+    def nvme_setup(self) -> tuple[Guest, str]:
+        ns, port = f"{NVMET}/subsystems/{NQN}/namespaces/1", f"{NVMET}/ports/1"
+        self.server.check(
+            "modprobe nvmet_tcp && (mountpoint -q /sys/kernel/config || "
+            "mount -t configfs none /sys/kernel/config) && "
+            f"mkdir {NVMET}/subsystems/{NQN} && "
+            f"echo 1 > {NVMET}/subsystems/{NQN}/attr_allow_any_host && mkdir {ns} && "
+            f"echo -n {DEV} > {ns}/device_path && echo 1 > {ns}/enable && mkdir {port} && "
+            f"echo tcp > {port}/addr_trtype && echo ipv4 > {port}/addr_adrfam && "
+            f"echo {SERVER_IP} > {port}/addr_traddr && echo {NVME_PORT} > {port}/addr_trsvcid && "
+            f"ln -s {NVMET}/subsystems/{NQN} {port}/subsystems/{NQN}")
+        out = self.client.check(
+            "modprobe nvme_tcp && exec 3<>/dev/nvme-fabrics && "
+            f"echo 'transport=tcp,traddr={SERVER_IP},trsvcid={NVME_PORT},nqn={NQN}' >&3 && "
+            "cat <&3", timeout=60)
+        ctrl = "nvme" + out.split("instance=")[1].split(",")[0]
+        self.nvme_ctrl = ctrl
+        # the namespace's multipath head, nvmeXnY (not a path's hidden nvmeXcZnY):
+        # its device is the subsystem, which names the NQN
+        dev = self.client.check(
+            "for i in $(seq 100); do for d in /sys/block/nvme*n*; do b=${d##*/}; "
+            "case $b in nvme*c*) continue;; esac; "
+            f"grep -qsx {NQN} $d/device/subsysnqn && echo $b && exit 0; done; sleep 0.1; done; "
+            "exit 1").split()[0]
+        return self.client, f"/dev/{dev}"
+
+    def nvme_teardown(self) -> None:
+        port = f"{NVMET}/ports/1"
+        self.client.check(f"echo 1 > /sys/class/nvme/{self.nvme_ctrl}/delete_controller",
+                          timeout=60)
+        self.server.check(f"rm {port}/subsystems/{NQN} && rmdir {port} && "
+                          f"echo 0 > {NVMET}/subsystems/{NQN}/namespaces/1/enable && "
+                          f"rmdir {NVMET}/subsystems/{NQN}/namespaces/1 && "
+                          f"rmdir {NVMET}/subsystems/{NQN}", timeout=60)
+
+    # ---- nbd: nbd-server on the server, the kernel's nbd client on the client
+    def nbd_setup(self) -> tuple[Guest, str]:
+        self.server.check(f"nbd-server -C /nonexistent -p /run/nbd-server.pid {NBD_PORT} {DEV} "
+                          ">/tmp/nbd-server.log 2>&1; sleep 1; kill -0 $(cat /run/nbd-server.pid)"
+                          " || { cat /tmp/nbd-server.log; exit 1; }")
+        self.client.check(f"modprobe nbd && nbd-client -N '' {SERVER_IP} {NBD_PORT} /dev/nbd0 "
+                          "-b 4096", timeout=60)
+        return self.client, "/dev/nbd0"
+
+    def nbd_teardown(self) -> None:
+        self.client.check("nbd-client -d /dev/nbd0", timeout=60)
+        self.server.run("kill $(cat /run/nbd-server.pid); sleep 1", timeout=60)
+
+    # ---- AoE: vblade on the server, the kernel's aoe driver on the client
+    def aoe_setup(self) -> tuple[Guest, str]:
+        self.server.check(f"vblade -d 0 0 eth1 {DEV} >/tmp/vblade.log 2>&1 & "
+                          "echo $! > /tmp/vblade.pid; sleep 1; kill -0 $(cat /tmp/vblade.pid) "
+                          "|| { cat /tmp/vblade.log; exit 1; }")
+        self.client.check("modprobe aoe aoe_iflist=eth1 && for i in $(seq 100); do "
+                          "test -b /dev/etherd/e0.0 && exit 0; "
+                          "echo > /dev/etherd/discover 2>/dev/null; sleep 0.2; done; exit 1",
+                          timeout=60)
+        return self.client, "/dev/etherd/e0.0"
+
+    def aoe_teardown(self) -> None:
+        self.client.check("rmmod aoe", timeout=60)
+        self.server.run("kill $(cat /tmp/vblade.pid); sleep 1", timeout=60)
+
     def local_setup(self) -> tuple[Guest, str]:
         return self.server, DEV
 
@@ -122,12 +214,18 @@ class Link:
         if key not in self.start_cost:
             self.start_cost[key] = fio_start_cost(fio_guest, dev)
         other = self.server if fio_guest is self.client else None
+        if system == "nbd":
+            self.server.check("sync; echo 3 > /proc/sys/vm/drop_caches", timeout=300)
         s0 = guest_busy(other) if other else 0
         t0 = time.monotonic()
         doc, fio_j = fio_between_stats(fio_guest, fio_job(dev, rw, bs, depth, self.seconds),
                                        self.seconds + 180)
         wall = time.monotonic() - t0
         s1 = guest_busy(other) if other else 0
+        if system == "nbd" and rw.endswith("write"):
+            # what nbd-server buffered in the server's page cache, written back and paid for
+            self.server.check("sync", timeout=300)
+            s1 = guest_busy(other)
         res = fio_result(doc, rw.endswith("write"))
         side = doc["jobs"][0]["write" if rw.endswith("write") else "read"]
         ops = max(res["ops"], 1)
@@ -191,6 +289,47 @@ def table(meds: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def plot(meds: list[dict], path: Path, title: str) -> bool:
+    """Bars per system, a panel per workload: IOPS, p99 and server guest CPU
+    a request (Debian's python3-matplotlib); False without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        log("bench: no plot: python3-matplotlib is not installed")
+        return False
+    workloads = [(rw, bs, qd) for rw, bs, qd in WORKLOADS
+                 if any((m["workload"], m["bs"], m["depth"]) == (rw, bs, qd) for m in meds)]
+    systems = [s for s in SYSTEMS if any(m["system"] == s for m in meds)]
+    metrics = (("iops", "IOPS (higher is better)"), ("p99_us", "p99 us (lower is better)"),
+               ("server_cpu_us_per_req", "server guest CPU us/request (lower is better)"))
+    fig, axes = plt.subplots(len(metrics), len(workloads),
+                             figsize=(3 * len(workloads), 2.6 * len(metrics)), squeeze=False)
+    colours = {"netblk": "tab:green", "nvme-tcp": "tab:blue", "nbd": "tab:orange",
+               "aoe": "tab:purple", "local": "tab:grey"}
+    for col, (rw, bs, qd) in enumerate(workloads):
+        for row, (key, label) in enumerate(metrics):
+            ax = axes[row][col]
+            vals = []
+            for sy in systems:
+                m = next((m for m in meds if (m["system"], m["workload"], m["bs"], m["depth"])
+                          == (sy, rw, bs, qd)), None)
+                vals.append((m or {}).get(key) or 0)
+            ax.bar(range(len(systems)), vals, color=[colours.get(sy, "tab:cyan") for sy in systems])
+            ax.set_xticks(range(len(systems)), systems, rotation=45, fontsize=7)
+            ax.tick_params(axis="y", labelsize=7)
+            if row == 0:
+                ax.set_title(f"{rw} {bs // 1024}k QD{qd}", fontsize=9)
+            if col == 0:
+                ax.set_ylabel(label, fontsize=7)
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description="fio on a block device in a second guest")
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 4)),
@@ -209,9 +348,16 @@ def main() -> int:
             ap.error(f"unknown system {s!r} (one of {', '.join(SYSTEMS)})")
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
-    fio = shutil.which("fio")
-    if not fio:
-        log("bench: missing: fio (apt-get install fio)")
+    need = {"fio": "fio"}
+    if "nbd" in systems:
+        need.update({"nbd-server": "nbd-server", "nbd-client": "nbd-client"})
+    if "aoe" in systems:
+        need["vblade"] = "vblade"
+    found = {p: shutil.which(p) or next((str(d / p) for d in (Path("/usr/sbin"), Path("/sbin"))
+                                         if (d / p).exists()), None) for p in need}
+    missing = [f"{p} (apt-get install {need[p]})" for p, path in found.items() if not path]
+    if missing:
+        log("bench: missing: " + ", ".join(missing))
         return 2
     if a.out is None:
         suffix = "" if a.nic == "virtio" else f"-{a.nic}"
@@ -220,20 +366,31 @@ def main() -> int:
     t_start = time.monotonic()
     server_end, client_end = free_udp_port(), free_udp_port()
     model = NIC_MODELS[a.nic][0]
-    programs = {"/usr/bin/fio": Path(fio)}
+    server_programs = {"/usr/bin/fio": Path(found["fio"])}
+    client_programs = dict(server_programs)
+    for prog in ("nbd-server", "vblade"):
+        if found.get(prog):
+            server_programs[f"/usr/sbin/{prog}"] = Path(found[prog])
+    if found.get("nbd-client"):
+        client_programs["/usr/sbin/nbd-client"] = Path(found["nbd-client"])
     rows: list[dict] = []
     failures: list[str] = []
     counters = None
-    with Guest("bench-server", checks=False, extra_programs=programs, require_project=True,
+    with Guest("bench-server", checks=False, extra_programs=server_programs,
+               modules=SERVER_MODULES, require_project=True,
                qemu_args=link_args(server_end, client_end, "52:54:00:09:00:01", model),
                memory=2048, nic=a.nic) as server, \
-         Guest("bench-client", checks=False, extra_programs=programs, require_project=True,
+         Guest("bench-client", checks=False, extra_programs=client_programs,
+               modules=CLIENT_MODULES, require_project=True,
                qemu_args=link_args(client_end, server_end, "52:54:00:09:00:02", model),
                memory=2048, nic=a.nic) as client:
         for g, ip in ((server, SERVER_IP), (client, CLIENT_IP)):
             g.check(f"ip link set eth1 up && ip addr add {ip}/24 dev eth1")
         link = Link(server, client, a.seconds)
         steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
+                 "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
+                 "nbd": (link.nbd_setup, link.nbd_teardown),
+                 "aoe": (link.aoe_setup, link.aoe_teardown),
                  "local": (link.local_setup, lambda: None)}
         total = a.rounds * len(systems) * len(WORKLOADS)
         done = 0
@@ -242,7 +399,12 @@ def main() -> int:
                 if system not in systems:
                     continue
                 setup, teardown = steps[system]
-                fio_guest, dev = setup()
+                try:
+                    fio_guest, dev = setup()
+                except (GuestError, IndexError) as e:
+                    log(f"bench: FAILED {system}: its setup: {e}")
+                    failures.append(f"{system}: setup: {e}")
+                    continue
                 for rw, bs, depth in WORKLOADS:
                     done += 1
                     what = f"{system} {rw} {bs // 1024}k qd{depth}"
@@ -279,6 +441,10 @@ def main() -> int:
     out = Path(a.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
+    png = out.with_suffix(".png")
+    if plot(meds, png, f"one run, {a.seconds:g} s a row, QEMU TCG (only ratios count): "
+                       f"{result['meta']['date']}"):
+        log(f"bench: wrote {png}")
     print(table(meds))
     for r in result["ratios"]:
         print(f"netblk/{r['vs']} {r['workload']} {r['bs'] // 1024}k qd{r['depth']}: "
