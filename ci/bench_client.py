@@ -39,6 +39,12 @@ Workloads, the same fio job for every system (--direct=1, libaio): 4 KiB
 random read and random write at queue depth 1 and 32, 128 KiB sequential
 read and write at queue depth 8, --seconds each.
 
+The link's two QEMU sockets are this host's UDP sockets: with Debian's
+net.core.rmem_default (208 KiB) they drop the bursts a window of answers
+makes (host_udp_rcvbuf_errors in the results), which no real NIC's ring
+would; --host-rmem (8 MiB by default) sets it while the guests start, the
+same for every system.
+
 Guest CPU per request, on each guest: the `cpu` line of its /proc/stat
 before and after a run (everything but idle and iowait, USER_HZ=100: 10 ms a
 jiffy), divided by the requests fio completed.  In the guest that runs fio,
@@ -61,7 +67,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result,  # noqa: E402
-                   guest_busy, log, parse_cpu)
+                   guest_busy, host_udp_drops, log, parse_cpu)
 from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_args  # noqa: E402
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
@@ -341,6 +347,9 @@ def main() -> int:
                     help="the guests' NIC model (NETBLK_NIC, virtio by default)")
     ap.add_argument("--out", default=None, help="bench/results-client.json "
                     "(--nic vmxnet3: bench/results-client-vmxnet3.json)")
+    ap.add_argument("--host-rmem", type=int, default=8 << 20, metavar="BYTES",
+                    help="this host's net.core.rmem_default while the guests start (the link's "
+                         "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
     a = ap.parse_args()
     systems = a.systems.split(",")
     for s in systems:
@@ -363,7 +372,20 @@ def main() -> int:
         suffix = "" if a.nic == "virtio" else f"-{a.nic}"
         a.out = str(ROOT / "bench" / f"results-client{suffix}.json")
 
+    rmem_path = Path("/proc/sys/net/core/rmem_default")
+    rmem_old = rmem_path.read_text().strip()
+    if a.host_rmem:
+        rmem_path.write_text(str(a.host_rmem))
+    try:
+        return run(a, systems, found)
+    finally:
+        rmem_path.write_text(rmem_old)
+
+
+def run(a, systems: list[str], found: dict) -> int:
+    """Boot the two guests, run every system's rows, write the results."""
     t_start = time.monotonic()
+    drops0 = host_udp_drops()
     server_end, client_end = free_udp_port(), free_udp_port()
     model = NIC_MODELS[a.nic][0]
     server_programs = {"/usr/bin/fio": Path(found["fio"])}
@@ -422,6 +444,7 @@ def main() -> int:
                     counters = link.netblk_counters()
                 teardown()
 
+    drops = host_udp_drops() - drops0
     meds = medians(rows)
     result = {
         "rows": rows, "medians": meds, "ratios": ratios(meds), "netblk_counters": counters,
@@ -433,6 +456,8 @@ def main() -> int:
                       f"({NIC_MODELS[a.nic][1]}), MTU 1500, QEMU dgram netdev over 127.0.0.1",
             "fio": "--direct=1 --ioengine=libaio, in the client guest (local: the server guest)",
             "fio_start_exit_jiffies": link.start_cost,
+            "host_rmem_default": a.host_rmem or None,
+            "host_udp_rcvbuf_errors": drops,
             "user_hz": USER_HZ, "host": platform.node(), "host_cpus": os.cpu_count(),
             "wall_seconds": round(time.monotonic() - t_start, 1),
             "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

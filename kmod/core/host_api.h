@@ -80,6 +80,7 @@ struct netblk_host_info {
 struct netblk_host_stats {
 	uint64_t sends;		/* datagrams sent, resends included */
 	uint64_t timeouts;	/* resends after silence */
+	uint64_t spurious;	/* of those, answered by the first send: no loss */
 	uint64_t fast_resends;	/* resends of overtaken datagrams */
 	uint64_t busy;		/* EAGAIN answers */
 	uint64_t stray;		/* answers to nothing outstanding, or not of this session */

@@ -83,6 +83,7 @@ int host_queue::init(const host_config &cfg, const host_queue_ops &ops, void *ct
 	next_seq_ = oldest_seq_ = 1;
 	answered_no_ = 0;
 	barrier_ = none;
+	timeout_cut_ = 0;
 	rng_ = cfg.seed | 1;
 	rto_.init(cfg.rto_initial_ns, cfg.rto_min_ns, cfg.rto_max_ns);
 	window_.init(cfg.slots, cfg.initial_window);
@@ -190,8 +191,10 @@ u32 host_queue::pick(u64 now_ns, u32 *out, u32 max)
 		}
 		move_tail(list_outstanding, i);
 		p.sent_ns = now_ns;
-		p.sends++;
+		if (!p.sends++)
+			p.first_sent_ns = now_ns;
 		p.sent_no = ++counters_.sends;
+		p.fast_gap = fast_gap();
 		out[n++] = i;
 	}
 	return n;
@@ -227,9 +230,7 @@ void host_queue::finish(u32 i, u64 now_ns)
 	piece &p = pieces_[i];
 	u32 tag = p.tag;
 
-	/* Karn: the answer to a datagram sent more than once times neither send */
-	if (p.sends == 1 && now_ns >= p.sent_ns)
-		rto_.sample(now_ns - p.sent_ns);
+	sample_rtt(p, now_ns);
 	window_.answered();
 	answered_no_ = max(answered_no_, p.sent_no);
 	release(i);
@@ -246,6 +247,30 @@ void host_queue::request_over(u32 tag)
 	requests_[tag].left = 0;
 	if (barrier_ == tag)
 		barrier_ = none;
+}
+
+/*
+ * Karn: the answer to a datagram sent more than once times neither send --
+ * unless it came too soon after a resend for the resend's (half the fastest
+ * round trip): then it is the first send's, and the timeout that resent it
+ * was spurious.
+ */
+void host_queue::sample_rtt(piece &p, u64 now_ns)
+{
+	u64 min_rtt = rto_.min_rtt_ns();
+
+	if (now_ns < p.sent_ns)
+		return;
+	if (p.sends == 1) {
+		rto_.sample(now_ns - p.sent_ns);
+		return;
+	}
+	if (p.sends == 2 && p.timed_out && min_rtt && now_ns - p.sent_ns < min_rtt / 2) {
+		add_once(counters_.spurious, 1);
+		if (window_.decreases() == timeout_cut_)
+			window_.undo();	/* the last halving was this timeout's */
+		rto_.sample(now_ns - p.first_sent_ns);
+	}
 }
 
 void host_queue::fail_request(u32 tag, u16 status)
@@ -282,18 +307,16 @@ u32 host_queue::fast_gap() const
 
 /*
  * Outstanding datagrams are in the order of their sends: the head is the
- * oldest, and one sent fast_gap() sends before the newest answered is as
- * good as lost.
+ * oldest, and one sent its fast_gap (the window then) sends before the
+ * newest answered is as good as lost.
  */
 void host_queue::resend_overtaken()
 {
-	u32 gap = fast_gap();
-
 	while (lists_[list_outstanding].head != none) {
 		u32 i = lists_[list_outstanding].head;
 		piece &p = pieces_[i];
 
-		if (p.sent_no + gap > answered_no_)
+		if (p.sent_no + p.fast_gap > answered_no_)
 			break;
 		window_.congested(p.sent_no, counters_.sends);
 		add_once(counters_.fast_resends, 1);
@@ -410,8 +433,13 @@ u64 host_queue::expire(u64 now_ns)
 
 		if (now_ns < p.sent_ns || now_ns - p.sent_ns < timeout)
 			break;
+		u64 cuts = window_.decreases();
+
 		window_.congested(p.sent_no, counters_.sends);
+		if (window_.decreases() != cuts)
+			timeout_cut_ = window_.decreases();
 		add_once(counters_.timeouts, 1);
+		p.timed_out = true;
 		resend_soon(i);
 		timed_out = true;
 	}
@@ -460,6 +488,8 @@ void host_queue::reopen()
 			continue;
 		forget_seq(pieces_[i]);
 		pieces_[i].chunks_got = 0;	/* the new session answers the whole READ */
+		pieces_[i].sends = 0;		/* its round trips count from its first send in it */
+		pieces_[i].timed_out = false;
 		pieces_[i].chunks_left = pieces_[i].chunks;
 		resend_soon(i);
 		add_once(counters_.renumbered, 1);

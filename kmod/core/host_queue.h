@@ -12,8 +12,14 @@
  *  - No more datagrams outstanding than send_window allows (at most the
  *    instance's slots); resends go before new ones.
  *  - Silence for rto_estimator's timeout: resent, and the window halves.
- *    Overtaken -- one sent a window after it was answered and it was not --
- *    resent at once (fast resend), the window halves.
+ *    An answer that comes sooner after the resend than half the fastest
+ *    round trip ever seen is the first send's: the timeout was spurious
+ *    (a round trip in the tail, not a loss), so the halving is undone and
+ *    the round trip from the first send is sampled -- what RFC 3522's Eifel
+ *    does with TCP timestamps, which the protocol does not carry.
+ *    Overtaken -- one sent a window after it was answered and it was not
+ *    (the window it was sent in: one that grows meanwhile does not move the
+ *    mark) -- resent at once (fast resend), the window halves.
  *  - EAGAIN: sent again after a back-off of 0.5 ms doubling to 50 ms
  *    (randomised), the window halves.
  *  - ENOTCONN (the instance forgot the session: it was started again):
@@ -62,6 +68,7 @@ struct host_config {
 struct host_counters {
 	u64 sends;		/* datagrams sent, resends included */
 	u64 timeouts;		/* resends after silence */
+	u64 spurious;		/* of those, answered by the first send: no loss */
 	u64 fast_resends;	/* resends of overtaken datagrams */
 	u64 busy;		/* EAGAIN answers */
 	u64 stray;		/* answers to no datagram outstanding: late, or malformed */
@@ -181,6 +188,7 @@ private:
 		u64 seq;		/* 0 until first sent (again, after reopen) */
 		u64 offset;
 		u64 sent_ns;		/* its latest send */
+		u64 first_sent_ns;	/* its first send (in this session) */
 		u64 sent_no;		/* counters_.sends at its latest send */
 		u64 due_ns;		/* backoff: when to send it again */
 		u32 length;
@@ -188,9 +196,11 @@ private:
 		u32 at;
 		u32 sends;
 		u32 busy;
+		u32 fast_gap;		/* later sends answered that make it overtaken */
 		u32 prev, next;		/* in lists_[list] */
 		u16 flags;
 		u16 chunks_got;		/* READ: answers had, a bit each */
+		bool timed_out;		/* resent after silence */
 		u8 chunks;		/* answers that complete it: READ ceil(length / max_io), else 1 */
 		u8 chunks_left;		/* of those, not had yet */
 		u8 op;
@@ -221,6 +231,7 @@ private:
 	void forget_seq(piece &p);
 	void release(u32 i);
 	void finish(u32 i, u64 now_ns);
+	void sample_rtt(piece &p, u64 now_ns);
 	void fail_request(u32 tag, u16 status);
 	void resend_soon(u32 i);
 	void resend_overtaken();
@@ -240,6 +251,7 @@ private:
 	u64 answered_no_ = 0;		/* the newest send (by sent_no) answered */
 	u64 rng_ = 0;
 	u32 barrier_ = none;		/* add_first()'s request: nothing else goes meanwhile */
+	u64 timeout_cut_ = 0;		/* window_.decreases() after a timeout's halving */
 	rto_estimator rto_ = {};
 	send_window window_ = {};
 	host_counters counters_ = {};

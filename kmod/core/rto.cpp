@@ -20,6 +20,7 @@ void rto_estimator::init(u64 initial_ns, u64 min_ns, u64 max_ns)
 {
 	srtt_ns_ = 0;
 	rttvar_ns_ = 0;
+	min_rtt_ns_ = 0;
 	min_ns_ = min_ns;
 	max_ns_ = max(max_ns, min_ns);
 	rto_ns_ = min(max(initial_ns, min_ns_), max_ns_);
@@ -30,6 +31,8 @@ void rto_estimator::sample(u64 rtt_ns)
 {
 	if (!rtt_ns)
 		rtt_ns = 1;	/* 0 means "no sample yet" */
+	if (!min_rtt_ns_ || rtt_ns < min_rtt_ns_)
+		min_rtt_ns_ = rtt_ns;
 	if (!srtt_ns_) {
 		srtt_ns_ = rtt_ns;
 		rttvar_ns_ = rtt_ns / 2;
@@ -64,6 +67,8 @@ void send_window::init(u32 cap, u32 initial)
 {
 	cap_ = max(cap, 1u);
 	size_ = min(max(initial, 1u), cap_);
+	ssthresh_ = cap_;
+	prior_size_ = prior_ssthresh_ = 0;
 	answered_ = 0;
 	recovery_ = 0;
 	decreases_ = 0;
@@ -73,12 +78,17 @@ void send_window::set_cap(u32 cap)
 {
 	cap_ = max(cap, 1u);
 	size_ = min(size_, cap_);
+	ssthresh_ = min(ssthresh_, cap_);
 }
 
 void send_window::answered()
 {
 	if (size_ >= cap_)
 		return;
+	if (size_ < ssthresh_) {
+		size_++;	/* slow start */
+		return;
+	}
 	if (++answered_ >= size_) {
 		answered_ = 0;
 		size_++;
@@ -90,9 +100,21 @@ void send_window::congested(u64 sent_no, u64 newest_sent_no)
 	if (sent_no <= recovery_)
 		return;	/* outstanding with the loss this window was halved for */
 	recovery_ = newest_sent_no;
+	prior_size_ = size_;
+	prior_ssthresh_ = ssthresh_;
 	size_ = max(size_ / 2, 1u);
+	ssthresh_ = size_;
 	answered_ = 0;
 	add_once(decreases_, 1);
+}
+
+void send_window::undo()
+{
+	if (!prior_size_)
+		return;
+	size_ = min(max(size_, prior_size_), cap_);
+	ssthresh_ = min(max(ssthresh_, prior_ssthresh_), cap_);
+	prior_size_ = prior_ssthresh_ = 0;
 }
 
 } /* namespace nb */

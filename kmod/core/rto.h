@@ -11,11 +11,16 @@
  * has one for a connection: every datagram outstanding is due at its last
  * send plus the same timeout.
  *
- * send_window is additive increase, multiplicative decrease (RFC 5681's
- * congestion avoidance, in datagrams): one more for every window's worth
- * answered, halved on a loss or an EAGAIN -- once for all the datagrams
- * that were outstanding together, not once each -- and never above the
+ * send_window is RFC 5681's congestion control in datagrams: slow start
+ * (one more for every answer: the window doubles each round trip) up to a
+ * threshold, the instance's slots until the first loss; then additive
+ * increase (one more for every window's worth answered); halved on a loss
+ * or an EAGAIN -- once for all the datagrams that were outstanding
+ * together, not once each -- with the threshold set there; never above the
  * instance's slots, so that a client alone never makes it answer EAGAIN.
+ * A halving a timeout made is undone when the answer proves the timeout
+ * spurious (RFC 3522's Eifel response, without timestamps: see
+ * host_queue.h).
  */
 #ifndef NETBLK_CORE_RTO_H
 #define NETBLK_CORE_RTO_H
@@ -44,12 +49,15 @@ public:
 	u64 timeout_ns() const;
 	bool has_sample() const { return srtt_ns_ != 0; }
 	u64 srtt_ns() const { return srtt_ns_; }
+	/* The fastest round trip sampled (0: none yet). */
+	u64 min_rtt_ns() const { return min_rtt_ns_; }
 	u64 rttvar_ns() const { return rttvar_ns_; }
 	u32 backoffs() const { return backoff_shift_; }
 
 private:
 	u64 srtt_ns_;
 	u64 rttvar_ns_;
+	u64 min_rtt_ns_;
 	u64 rto_ns_;		/* SRTT + 4 RTTVAR, clamped; before backoff */
 	u64 min_ns_;
 	u64 max_ns_;
@@ -65,7 +73,7 @@ public:
 	u32 cap() const { return cap_; }
 	/* The instance has this many slots now (a new INFO). */
 	void set_cap(u32 cap);
-	/* An answer came to a datagram: grow by one a window's worth of them. */
+	/* An answer came to a datagram: grow (slow start, or one a window's worth). */
 	void answered();
 	/*
 	 * The datagram sent as number @sent_no (of all sends) was lost or
@@ -74,11 +82,17 @@ public:
 	 * sends (one sent before the newest of the last halving's).
 	 */
 	void congested(u64 sent_no, u64 newest_sent_no);
+	/* The last halving was for a loss that was not: back to before it. */
+	void undo();
 	u64 decreases() const { return decreases_; }
+	u32 threshold() const { return ssthresh_; }
 
 private:
 	u32 size_;
 	u32 cap_;
+	u32 ssthresh_;		/* slow start below it */
+	u32 prior_size_;	/* before the last halving; 0: nothing to undo */
+	u32 prior_ssthresh_;
 	u32 answered_;		/* towards the next increase */
 	u64 recovery_;		/* sends up to this one are halved for already */
 	u64 decreases_;

@@ -676,6 +676,7 @@ static const struct {
 	NETBLK_HS_CORE(NETBLK_HS_FAILED_FAST, failed_fast),
 	NETBLK_HS_CORE(NETBLK_HS_CHANGED, changed),
 	NETBLK_HS_CORE(NETBLK_HS_RESIZES, resizes),
+	NETBLK_HS_CORE(NETBLK_HS_SPURIOUS, spurious),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

@@ -292,6 +292,7 @@ enum netblk_host_stat_attr {
 	/* a gauge, enum netblk_host_change: why its I/O fails for good (0: it does not) */
 	NETBLK_HS_CHANGED,
 	NETBLK_HS_RESIZES,		/* times the server said, after a restart, the device grew */
+	NETBLK_HS_SPURIOUS,		/* timeouts the first send's answer proved needless */
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

@@ -213,7 +213,10 @@ def test_a_forced_detach_and_rmmod_under_load_leave_nothing_behind(attached):
     c.check("(fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
             "--bs=64k --iodepth=32 --size=64m --time_based --runtime=120 >/tmp/l.out 2>&1; "
             "echo $? > /tmp/l.rc) > /dev/null 2>&1 &")
-    rc, out = c.run("sleep 3; netblkctl detach netblk0", timeout=60)
+    # once fio has the disk open and its I/O going (a debug kernel starts it slowly)
+    c.check("for i in $(seq 600); do test $(cat /sys/block/netblk0/stat | "
+            "awk '{print $1 + $5}') -gt 100 && exit 0; sleep 0.2; done; exit 1", timeout=180)
+    rc, out = c.run("netblkctl detach netblk0", timeout=60)
     assert rc == 1 and "is open" in out, out  # in use: refused, still attached
     c.check("netblkctl list --attached --json | grep -q netblk0")
     c.check("netblkctl detach netblk0 --force", timeout=60)
@@ -224,7 +227,9 @@ def test_a_forced_detach_and_rmmod_under_load_leave_nothing_behind(attached):
     # again, ended by rmmod under load this time
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     c.check("(dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
-            "echo $? > /tmp/r.rc) > /dev/null 2>&1 & sleep 2", timeout=60)
+            "echo $? > /tmp/r.rc) > /dev/null 2>&1 & "
+            "for i in $(seq 600); do test $(awk '{print $1}' /sys/block/netblk0/stat) -gt 20 "
+            "&& exit 0; sleep 0.2; done; exit 1", timeout=180)
     rc, out = c.run("rmmod netblk", timeout=60)
     assert rc != 0, out  # the open disk holds the module
     c.check("netblkctl detach all --force && for i in $(seq 120); do test -s /tmp/r.rc && "
@@ -378,10 +383,17 @@ def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     impair_link(c, "loss 3% duplicate 5% delay 1ms 3ms reorder 10%")
     try:
-        rc, out = c.run(FIO_VERIFY, timeout=600)
+        # random writes over the whole device for 30 s, each batch of 64 read back
+        # and checked as it goes (verify_backlog): reads and writes interleaved
+        rc, out = c.run("fio --name=v --filename=/dev/netblk0 --ioengine=libaio --direct=1 "
+                        "--rw=randwrite --bs=4k --iodepth=32 --size=256m --time_based "
+                        "--runtime=30 --verify=crc32c --verify_backlog=64 --verify_fatal=1 "
+                        "--randrepeat=0 --output-format=json", timeout=600)
     finally:
         clear_link(c)
     assert rc == 0, out
+    job = json.loads(out[out.index("{"):])["jobs"][0]
+    assert job["write"]["total_ios"] > 1000 and job["read"]["total_ios"] > 1000, job
     text = c.check("netblkctl list")
     assert "requests " in text and "(errors 0)" in text, text
     st = server_stats(server, PORT)

@@ -71,15 +71,31 @@ TEST(Rto, TimeoutsDoubleItUpToTheMaximumAndASampleEndsTheBackoff)
 
 /* ---- send_window ---- */
 
-TEST(SendWindow, GrowsByOneForEveryWindowAnsweredNeverAboveTheSlots)
+TEST(SendWindow, SlowStartsThenGrowsByOneForEveryWindowAnsweredNeverAboveTheSlots)
 {
 	send_window w;
+	w.init(64, 2);
+	EXPECT_EQ(w.limit(), 2u);
+	/* slow start: one more an answer, the window doubles each round trip */
+	w.answered();
+	w.answered();
+	EXPECT_EQ(w.limit(), 4u);
+	for (int i = 0; i < 4; i++)
+		w.answered();
+	EXPECT_EQ(w.limit(), 8u);
+	/* a loss: halved, and the threshold is there; then one more a window */
+	w.congested(1, 8);
+	EXPECT_EQ(w.limit(), 4u);
+	EXPECT_EQ(w.threshold(), 4u);
+	for (int i = 0; i < 3; i++)
+		w.answered();
+	EXPECT_EQ(w.limit(), 4u);
+	w.answered();
+	EXPECT_EQ(w.limit(), 5u);
+	for (int i = 0; i < 10000; i++)
+		w.answered();
+	EXPECT_EQ(w.limit(), 64u);
 	w.init(8, 2);
-	EXPECT_EQ(w.limit(), 2u);
-	w.answered();
-	EXPECT_EQ(w.limit(), 2u);
-	w.answered();
-	EXPECT_EQ(w.limit(), 3u);
 	for (int i = 0; i < 100; i++)
 		w.answered();
 	EXPECT_EQ(w.limit(), 8u);
@@ -106,6 +122,20 @@ TEST(SendWindow, HalvesOnceForLossesAmongTheSameSends)
 	for (int i = 0; i < 10; i++)
 		w.congested(100 + 10 * i, 105 + 10 * i);
 	EXPECT_EQ(w.limit(), 1u);
+}
+
+TEST(SendWindow, AHalvingForNoLossIsUndoneOnce)
+{
+	send_window w;
+	w.init(64, 64);
+	w.congested(5, 40);
+	EXPECT_EQ(w.limit(), 32u);
+	w.undo();
+	EXPECT_EQ(w.limit(), 64u);
+	EXPECT_EQ(w.threshold(), 64u);
+	w.undo();	/* nothing more to undo */
+	EXPECT_EQ(w.limit(), 64u);
+	EXPECT_EQ(w.decreases(), 1u);	/* it was cut: counted */
 }
 
 /* ---- host_queue ---- */
@@ -222,6 +252,46 @@ TEST_F(Queue, NumberedAtTheFirstSendAndResentUnderTheSameNumberAfterSilence)
 	EXPECT_EQ(reply(again[0]), host_answer::stray);	/* the other send's answer */
 	EXPECT_EQ(done.size(), 1u);
 	EXPECT_EQ(q.expire(now), 0u);	/* nothing outstanding */
+}
+
+TEST_F(Queue, ATimeoutTheFirstSendsAnswerProvesSpuriousUndoesTheHalvingAndIsTimed)
+{
+	start(config(64, 64));
+	/* round trips of 3 ms teach the fastest one */
+	for (u32 i = 0; i < 20; i++) {
+		add_write(i, 1024 * i);
+		auto d = send();
+		now += 3 * ms;
+		ASSERT_EQ(reply(d[0]), host_answer::done);
+	}
+	u32 window = q.window().limit();
+	u64 rto = q.rto().timeout_ns();
+
+	/* one in the tail: its timeout resends it, the window halves ... */
+	add_write(30, 0);
+	auto d = send();
+	now += rto;
+	q.expire(now);
+	ASSERT_EQ(send().size(), 1u);
+	EXPECT_EQ(q.counters().timeouts, 1u);
+	EXPECT_EQ(q.window().limit(), window / 2);
+	/* ... and the answer comes 0.1 ms after the resend: the first send's */
+	now += 100000;
+	ASSERT_EQ(reply(d[0]), host_answer::done);
+	EXPECT_EQ(q.counters().spurious, 1u);
+	EXPECT_EQ(q.window().limit(), window);
+	EXPECT_GT(q.rto().srtt_ns(), 3 * ms);	/* its whole round trip was sampled */
+
+	/* a real loss: the answer a round trip after the resend; nothing undone */
+	add_write(31, 0);
+	d = send();
+	now += q.rto().timeout_ns();
+	q.expire(now);
+	ASSERT_EQ(send().size(), 1u);
+	now += 3 * ms;
+	ASSERT_EQ(reply(d[0]), host_answer::done);
+	EXPECT_EQ(q.counters().spurious, 1u);
+	EXPECT_EQ(q.window().limit(), window / 2);
 }
 
 TEST_F(Queue, AnswersToDatagramsSentOnceTimeTheRoundTrip)
@@ -342,11 +412,15 @@ TEST_F(Queue, OneOvertakenByAWindowOfLaterAnswersIsResentAtOnce)
 	EXPECT_EQ(q.counters().timeouts, 0u);
 	EXPECT_EQ(q.counters().fast_resends, 1u);
 	ASSERT_EQ(resent_after.size(), 1u);
-	/* not before a window (16, growing) of later sends was answered; sent
-	 * in the round after the one that answered the overtaking one */
+	/* not before the window it was sent in (16) of later sends was
+	 * answered, though the window grew meanwhile (slow start: 31 in the
+	 * second round); sent in the round after the one that answered the
+	 * overtaking one: after 15 + 30 answers at the most */
 	EXPECT_GE(resent_after[0], 16u);
-	EXPECT_LE(resent_after[0], 2u * 20);
-	EXPECT_LT(q.window().limit(), 16u);	/* a loss halves it */
+	EXPECT_LE(resent_after[0], 45u);
+	/* a loss halves it once, and slow start is over: it never reached the slots */
+	EXPECT_EQ(q.window().decreases(), 1u);
+	EXPECT_LT(q.window().limit(), 32u);
 }
 
 TEST_F(Queue, AWindowAnsweredNewestFirstIsNotTakenForLoss)

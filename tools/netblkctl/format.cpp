@@ -437,7 +437,8 @@ std::string format_attached_text(const netblk_attached &att)
 	  << st(NETBLK_HS_RX_DATAGRAMS) << ", outstanding " << st(NETBLK_HS_OUTSTANDING)
 	  << " (window " << st(NETBLK_HS_WINDOW) << " of " << att.slots << ", queued "
 	  << st(NETBLK_HS_QUEUED) << ")\n";
-	o << "  resends: timeout " << st(NETBLK_HS_TIMEOUTS) << ", fast "
+	o << "  resends: timeout " << st(NETBLK_HS_TIMEOUTS) << " (spurious "
+	  << st(NETBLK_HS_SPURIOUS) << "), fast "
 	  << st(NETBLK_HS_FAST_RESENDS) << ", busy " << st(NETBLK_HS_BUSY) << "; window cut "
 	  << st(NETBLK_HS_WINDOW_DECREASES) << " times; srtt " << format_us(st(NETBLK_HS_SRTT_NS))
 	  << " us, rto " << format_us(st(NETBLK_HS_RTO_NS)) << " us\n";
@@ -543,6 +544,7 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_FAILED_FAST, "failed_fast"},
 	{NETBLK_HS_CHANGED, "changed"},
 	{NETBLK_HS_RESIZES, "resizes"},
+	{NETBLK_HS_SPURIOUS, "spurious"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

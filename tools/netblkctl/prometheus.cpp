@@ -252,6 +252,8 @@ const struct {
 	 "Times the server was silent for the device's timeout= and taken for unreachable."},
 	{"netblk_host_failed_fast_total", NETBLK_HS_FAILED_FAST,
 	 "Block requests failed at once: the server taken for unreachable, or the device stopped."},
+	{"netblk_host_spurious_timeouts_total", NETBLK_HS_SPURIOUS,
+	 "Resends after silence (why=\"timeout\") whose first send was answered after all."},
 	{"netblk_host_resizes_total", NETBLK_HS_RESIZES,
 	 "Times the server said, in a new session, that the device grew."},
 };
