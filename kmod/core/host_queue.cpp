@@ -15,6 +15,7 @@ void host_queue::link_tail(list_id l, u32 i)
 	list &L = lists_[l];
 
 	p.list = l;
+	L.slots += p.chunks;
 	p.next = none;
 	p.prev = L.tail;
 	if (L.tail != none)
@@ -31,6 +32,7 @@ void host_queue::link_head(list_id l, u32 i)
 	list &L = lists_[l];
 
 	p.list = l;
+	L.slots += p.chunks;
 	p.prev = none;
 	p.next = L.head;
 	if (L.head != none)
@@ -55,6 +57,7 @@ void host_queue::unlink(u32 i)
 	else
 		L.tail = p.prev;
 	L.count--;
+	L.slots -= p.chunks;
 	p.prev = p.next = none;
 }
 
@@ -75,7 +78,7 @@ int host_queue::init(const host_config &cfg, const host_queue_ops &ops, void *ct
 		return -err_nomem;
 	}
 	for (u32 l = 0; l < list_count; l++)
-		lists_[l] = {none, none, 0};
+		lists_[l] = {none, none, 0, 0};
 	for (u32 i = 0; i < cfg.datagrams; i++)
 		link_tail(list_free, i);
 	for (u32 s = 0; s < seq_slots; s++)
@@ -176,12 +179,17 @@ u32 host_queue::pick(u64 now_ns, u32 *out, u32 max)
 {
 	u32 n = 0;
 
-	while (n < max && lists_[list_outstanding].count < window_.limit()) {
+	while (n < max && lists_[list_outstanding].slots < window_.limit()) {
 		u32 i = next_to_pick();
 
 		if (i == none)
 			break;
 		piece &p = pieces_[i];
+
+		/* whole pieces: one larger than the window goes alone */
+		if (lists_[list_outstanding].slots &&
+		    lists_[list_outstanding].slots + p.chunks > window_.limit())
+			break;
 
 		if (!p.seq) {
 			if (next_seq_ - oldest_seq() >= seq_span)
@@ -231,7 +239,7 @@ void host_queue::finish(u32 i, u64 now_ns)
 	u32 tag = p.tag;
 
 	sample_rtt(p, now_ns);
-	window_.answered();
+	window_.answered(p.chunks);
 	answered_no_ = max(answered_no_, p.sent_no);
 	release(i);
 	if (--requests_[tag].left == 0) {

@@ -9,8 +9,11 @@
  *  - A datagram is numbered at its first send, and keeps its number for
  *    every resend, so the instance's replay window executes it once.  None
  *    is outstanding seq_span numbers behind the newest.
- *  - No more datagrams outstanding than send_window allows (at most the
- *    instance's slots); resends go before new ones.
+ *  - No more outstanding than send_window allows, counted in the
+ *    instance's slots they take -- a READ one for each datagram of its
+ *    answer, as the instance counts them -- so that the window, capped at
+ *    the slots, never asks for more than the instance holds; resends go
+ *    before new ones.
  *  - Silence for rto_estimator's timeout: resent, and the window halves.
  *    An answer that comes sooner after the resend than half the fastest
  *    round trip ever seen is the first send's: the timeout was spurious
@@ -215,6 +218,7 @@ private:
 
 	struct list {
 		u32 head, tail, count;
+		u32 slots;	/* the instance's slots its pieces take: their chunks */
 	};
 
 	static constexpr u32 none = ~0u;

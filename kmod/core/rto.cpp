@@ -81,17 +81,17 @@ void send_window::set_cap(u32 cap)
 	ssthresh_ = min(ssthresh_, cap_);
 }
 
-void send_window::answered()
+void send_window::answered(u32 n)
 {
-	if (size_ >= cap_)
-		return;
-	if (size_ < ssthresh_) {
-		size_++;	/* slow start */
-		return;
-	}
-	if (++answered_ >= size_) {
-		answered_ = 0;
-		size_++;
+	for (; n && size_ < cap_; n--) {
+		if (size_ < ssthresh_) {
+			size_++;	/* slow start */
+			continue;
+		}
+		if (++answered_ >= size_) {
+			answered_ = 0;
+			size_++;
+		}
 	}
 }
 

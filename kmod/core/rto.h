@@ -73,8 +73,8 @@ public:
 	u32 cap() const { return cap_; }
 	/* The instance has this many slots now (a new INFO). */
 	void set_cap(u32 cap);
-	/* An answer came to a datagram: grow (slow start, or one a window's worth). */
-	void answered();
+	/* @n slots' worth was answered: grow (slow start, or one a window's worth). */
+	void answered(u32 n = 1);
 	/*
 	 * The datagram sent as number @sent_no (of all sends) was lost or
 	 * answered EAGAIN; @newest_sent_no is the last send so far.  Halves

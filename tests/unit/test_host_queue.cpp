@@ -327,6 +327,29 @@ TEST_F(Queue, NoMoreOutstandingThanTheWindowAndTheWindowNoMoreThanTheSlots)
 	EXPECT_EQ(q.window().limit(), 8u);
 }
 
+TEST_F(Queue, AReadCountsInTheWindowAsTheSlotsItsAnswerTakes)
+{
+	/* 16 KiB READs at 1024 bytes a datagram: 16 of the instance's slots each */
+	start(config(64, 64));
+	for (u32 t = 0; t < 10; t++)
+		ASSERT_TRUE(q.add(t, op_read, 16384 * t, 16384, 0, 0, now));
+	auto d = send();
+	ASSERT_EQ(d.size(), 4u);	/* 4 x 16 = the 64 slots */
+	EXPECT_TRUE(send().empty());
+	for (u32 c = 0; c < 16; c++)
+		chunk(d[0], 1024 * c, 1024, 1024);
+	EXPECT_EQ(send().size(), 1u);	/* its 16 slots are free again */
+	EXPECT_TRUE(send().empty());
+
+	/* a window smaller than one READ still sends it, alone */
+	q.destroy();
+	start(config(8, 8));
+	ASSERT_TRUE(q.add(0, op_read, 0, 16384, 0, 0, now));
+	ASSERT_TRUE(q.add(1, op_write, 0, 1024, 0, 0, now));
+	EXPECT_EQ(send().size(), 1u);
+	EXPECT_TRUE(send().empty());
+}
+
 TEST_F(Queue, ASingleRequestOfManyDatagramsCompletesWhenTheLastIsAnswered)
 {
 	start(config());
