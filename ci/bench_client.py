@@ -8,7 +8,7 @@ on its link NIC, the client guest runs fio on the block device that gives it
 back.  Standard library only.
 
     ci/bench_client.py [--seconds 4] [--systems netblk,nvme-tcp,nbd,aoe,local] [--rounds 1]
-                       [--nic virtio|vmxnet3] [--out bench/results-client.json]
+                       [--nic virtio|vmxnet3] [--out bench/results.json]
     (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too)
 
 Systems (the server guest's side, then the client guest's):
@@ -296,8 +296,10 @@ def table(meds: list[dict]) -> str:
 
 
 def plot(meds: list[dict], path: Path, title: str) -> bool:
-    """Bars per system, a panel per workload: IOPS, p99 and server guest CPU
-    a request (Debian's python3-matplotlib); False without matplotlib."""
+    """Bars per system across the link, a panel per workload: IOPS, p99 and
+    server guest CPU a request (Debian's python3-matplotlib); the local disk,
+    an order of magnitude off the scale, is a number in the IOPS panel's
+    title.  False without matplotlib."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -307,7 +309,7 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
         return False
     workloads = [(rw, bs, qd) for rw, bs, qd in WORKLOADS
                  if any((m["workload"], m["bs"], m["depth"]) == (rw, bs, qd) for m in meds)]
-    systems = [s for s in SYSTEMS if any(m["system"] == s for m in meds)]
+    systems = [s for s in SYSTEMS if s != "local" and any(m["system"] == s for m in meds)]
     metrics = (("iops", "IOPS (higher is better)"), ("p99_us", "p99 us (lower is better)"),
                ("server_cpu_us_per_req", "server guest CPU us/request (lower is better)"))
     fig, axes = plt.subplots(len(metrics), len(workloads),
@@ -326,7 +328,11 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
             ax.set_xticks(range(len(systems)), systems, rotation=45, fontsize=7)
             ax.tick_params(axis="y", labelsize=7)
             if row == 0:
-                ax.set_title(f"{rw} {bs // 1024}k QD{qd}", fontsize=9)
+                local = next((m for m in meds if (m["system"], m["workload"], m["bs"],
+                                                  m["depth"]) == ("local", rw, bs, qd)), None)
+                ax.set_title(f"{rw} {bs // 1024}k QD{qd}" +
+                             (f"\n(local disk: {local['iops']:.0f})" if local else ""),
+                             fontsize=8)
             if col == 0:
                 ax.set_ylabel(label, fontsize=7)
     fig.suptitle(title, fontsize=9)
@@ -345,8 +351,8 @@ def main() -> int:
                     help="run every system this many times over, in turn (1)")
     ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
                     help="the guests' NIC model (NETBLK_NIC, virtio by default)")
-    ap.add_argument("--out", default=None, help="bench/results-client.json "
-                    "(--nic vmxnet3: bench/results-client-vmxnet3.json)")
+    ap.add_argument("--out", default=None, help="bench/results.json, and its plot "
+                    "bench/results.png (--nic vmxnet3: bench/results-vmxnet3.json)")
     ap.add_argument("--host-rmem", type=int, default=8 << 20, metavar="BYTES",
                     help="this host's net.core.rmem_default while the guests start (the link's "
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
@@ -370,7 +376,7 @@ def main() -> int:
         return 2
     if a.out is None:
         suffix = "" if a.nic == "virtio" else f"-{a.nic}"
-        a.out = str(ROOT / "bench" / f"results-client{suffix}.json")
+        a.out = str(ROOT / "bench" / f"results{suffix}.json")
 
     rmem_path = Path("/proc/sys/net/core/rmem_default")
     rmem_old = rmem_path.read_text().strip()
