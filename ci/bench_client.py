@@ -7,7 +7,8 @@ the server guest serves its emulated NVMe partition /dev/nvme0n1p1 (256 MiB)
 on its link NIC, the client guest runs fio on the block device that gives it
 back.  Standard library only.
 
-    ci/bench_client.py [--seconds 4] [--systems netblk,nvme-tcp,nbd,aoe,local] [--rounds 1]
+    ci/bench_client.py [--seconds 4] [--systems netblk,nvme-tcp,nbd,aoe,local,md-netblk,md-nvme-tcp]
+                       [--rounds 1]
                        [--nic virtio|vmxnet3] [--out bench/results.json]
     (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too)
 
@@ -34,6 +35,12 @@ Systems (the server guest's side, then the client guest's):
             IP; vblade copies every byte between its raw socket and user space.
   local     fio on /dev/nvme0n1p1 inside the server guest: the disk's own
             limit (no client guest CPU).
+  md-netblk, md-nvme-tcp
+            the scale-out case: md RAID1 (no bitmap, --assume-clean) in the
+            client guest over two devices of one system, /dev/nvme0n1p1 and
+            /dev/nvme0n1p2 served by two netblk instances, or by one nvmet
+            subsystem with two namespaces; 4 KiB random writes at QD 32 only,
+            over 192 MiB.
 
 Workloads, the same fio job for every system (--direct=1, libaio): 4 KiB
 random read and random write at queue depth 1 and 32, 128 KiB sequential
@@ -72,7 +79,12 @@ from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
-SYSTEMS = ("netblk", "nvme-tcp", "nbd", "aoe", "local")
+SYSTEMS = ("netblk", "nvme-tcp", "nbd", "aoe", "local", "md-netblk", "md-nvme-tcp")
+DEV2 = "/dev/nvme0n1p2"  # the second member of the md rows' RAID1
+# md RAID1 over two devices of one system: the scale-out case (the rows' size: inside md's)
+MD_SYSTEMS = ("md-netblk", "md-nvme-tcp")
+MD_WORKLOADS = (("randwrite", 4096, 32),)
+MD_SIZE = 192 << 20
 NVME_PORT, NBD_PORT = 4420, 10809
 NQN = "nqn.2026-12.io.netblk:bench"
 NVMET = "/sys/kernel/config/nvmet"
@@ -84,16 +96,17 @@ COPIES = {"netblk": "none: the NIC's pages go to the disk, the disk's to the NIC
           "local": "-"}
 # Server-guest modules and programs, client-guest modules.
 SERVER_MODULES = ["nvmet_tcp"]
-CLIENT_MODULES = ["nvme_tcp", "nbd", "aoe"]
+CLIENT_MODULES = ["nvme_tcp", "nbd", "aoe", "raid1"]
 # (fio --rw, block size, queue depth)
 WORKLOADS = (("randread", 4096, 1), ("randwrite", 4096, 1),
              ("randread", 4096, 32), ("randwrite", 4096, 32),
              ("read", 131072, 8), ("write", 131072, 8))
 
 
-def fio_job(dev: str, rw: str, bs: int, depth: int, seconds: float, extra: str = "") -> str:
+def fio_job(dev: str, rw: str, bs: int, depth: int, seconds: float, extra: str = "",
+            size: int = DEV_SIZE) -> str:
     return (f"fio --name=bench --filename={dev} --direct=1 --ioengine=libaio --rw={rw} "
-            f"--bs={bs} --iodepth={depth} --size={DEV_SIZE} --offset=0 --time_based "
+            f"--bs={bs} --iodepth={depth} --size={size} --offset=0 --time_based "
             f"--runtime={seconds:g} --randrepeat=1 --lat_percentiles=1 --output-format=json "
             f"{extra}")
 
@@ -149,40 +162,84 @@ class Link:
         self.server.check(f"netblkctl stop {PORT}")
 
     # ---- nvme-tcp: nvmet on the server, the nvme-tcp initiator on the client
-    def nvme_setup(self) -> tuple[Guest, str]:
-        ns, port = f"{NVMET}/subsystems/{NQN}/namespaces/1", f"{NVMET}/ports/1"
-        self.server.check(
-            "modprobe nvmet_tcp && (mountpoint -q /sys/kernel/config || "
-            "mount -t configfs none /sys/kernel/config) && "
-            f"mkdir {NVMET}/subsystems/{NQN} && "
-            f"echo 1 > {NVMET}/subsystems/{NQN}/attr_allow_any_host && mkdir {ns} && "
-            f"echo -n {DEV} > {ns}/device_path && echo 1 > {ns}/enable && mkdir {port} && "
-            f"echo tcp > {port}/addr_trtype && echo ipv4 > {port}/addr_adrfam && "
-            f"echo {SERVER_IP} > {port}/addr_traddr && echo {NVME_PORT} > {port}/addr_trsvcid && "
-            f"ln -s {NVMET}/subsystems/{NQN} {port}/subsystems/{NQN}")
+    def nvme_export(self, devs: tuple[str, ...]) -> list[str]:
+        """A subsystem with namespace k+1 on devs[k], a TCP port, a
+        controller on the client: the namespaces' devices there, in order."""
+        sub, port = f"{NVMET}/subsystems/{NQN}", f"{NVMET}/ports/1"
+        cmds = ["modprobe nvmet_tcp", "(mountpoint -q /sys/kernel/config || "
+                "mount -t configfs none /sys/kernel/config)", f"mkdir {sub}",
+                f"echo 1 > {sub}/attr_allow_any_host"]
+        for nsid, dev in enumerate(devs, 1):
+            cmds += [f"mkdir {sub}/namespaces/{nsid}",
+                     f"echo -n {dev} > {sub}/namespaces/{nsid}/device_path",
+                     f"echo 1 > {sub}/namespaces/{nsid}/enable"]
+        cmds += [f"mkdir {port}", f"echo tcp > {port}/addr_trtype",
+                 f"echo ipv4 > {port}/addr_adrfam", f"echo {SERVER_IP} > {port}/addr_traddr",
+                 f"echo {NVME_PORT} > {port}/addr_trsvcid", f"ln -s {sub} {port}/subsystems/{NQN}"]
+        self.server.check(" && ".join(cmds))
+        self.nvme_namespaces = len(devs)
         out = self.client.check(
             "modprobe nvme_tcp && exec 3<>/dev/nvme-fabrics && "
             f"echo 'transport=tcp,traddr={SERVER_IP},trsvcid={NVME_PORT},nqn={NQN}' >&3 && "
             "cat <&3", timeout=60)
-        ctrl = "nvme" + out.split("instance=")[1].split(",")[0]
-        self.nvme_ctrl = ctrl
-        # the namespace's multipath head, nvmeXnY (not a path's hidden nvmeXcZnY):
-        # its device is the subsystem, which names the NQN
-        dev = self.client.check(
-            "for i in $(seq 100); do for d in /sys/block/nvme*n*; do b=${d##*/}; "
+        self.nvme_ctrl = "nvme" + out.split("instance=")[1].split(",")[0]
+        # the namespaces' multipath heads, nvmeXnY (not a path's hidden nvmeXcZnY):
+        # their device is the subsystem, which names the NQN
+        names = self.client.check(
+            "for i in $(seq 100); do n=0; for d in /sys/block/nvme*n*; do b=${d##*/}; "
             "case $b in nvme*c*) continue;; esac; "
-            f"grep -qsx {NQN} $d/device/subsysnqn && echo $b && exit 0; done; sleep 0.1; done; "
-            "exit 1").split()[0]
-        return self.client, f"/dev/{dev}"
+            f"grep -qsx {NQN} $d/device/subsysnqn && n=$((n+1)); done; "
+            f"[ $n -ge {len(devs)} ] && break; sleep 0.1; done; "
+            "for d in /sys/block/nvme*n*; do b=${d##*/}; case $b in nvme*c*) continue;; esac; "
+            f"grep -qsx {NQN} $d/device/subsysnqn && echo $b $(cat $d/nsid 2>/dev/null || "
+            "cat $d/device/../$b/nsid 2>/dev/null); done").split("\n")
+        by_nsid = {}
+        for line in names:
+            f = line.split()
+            if len(f) == 2:
+                by_nsid[int(f[1])] = f"/dev/{f[0]}"
+        if sorted(by_nsid) != list(range(1, len(devs) + 1)):
+            raise GuestError(f"nvme-tcp: namespaces {sorted(by_nsid)} on the client, "
+                             f"{len(devs)} exported: {names}")
+        return [by_nsid[k] for k in range(1, len(devs) + 1)]
+
+    def nvme_setup(self) -> tuple[Guest, str]:
+        return self.client, self.nvme_export((DEV,))[0]
 
     def nvme_teardown(self) -> None:
-        port = f"{NVMET}/ports/1"
+        sub, port = f"{NVMET}/subsystems/{NQN}", f"{NVMET}/ports/1"
         self.client.check(f"echo 1 > /sys/class/nvme/{self.nvme_ctrl}/delete_controller",
                           timeout=60)
-        self.server.check(f"rm {port}/subsystems/{NQN} && rmdir {port} && "
-                          f"echo 0 > {NVMET}/subsystems/{NQN}/namespaces/1/enable && "
-                          f"rmdir {NVMET}/subsystems/{NQN}/namespaces/1 && "
-                          f"rmdir {NVMET}/subsystems/{NQN}", timeout=60)
+        cmds = [f"rm {port}/subsystems/{NQN}", f"rmdir {port}"]
+        for nsid in range(1, self.nvme_namespaces + 1):
+            cmds += [f"echo 0 > {sub}/namespaces/{nsid}/enable", f"rmdir {sub}/namespaces/{nsid}"]
+        self.server.check(" && ".join(cmds + [f"rmdir {sub}"]), timeout=60)
+
+    # ---- md RAID1 over two of a system's devices: how netblk scales past one server
+    def md_create(self, a: str, b: str) -> tuple[Guest, str]:
+        self.client.check(f"mdadm --create /dev/md0 --run --level=1 --raid-devices=2 "
+                          f"--assume-clean --bitmap=none --metadata=1.2 {a} {b}", timeout=120)
+        return self.client, "/dev/md0"
+
+    def md_netblk_setup(self) -> tuple[Guest, str]:
+        self.server.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+        self.server.check(f"netblkctl start {DEV} {PORT} dev=eth1 && "
+                          f"netblkctl start {DEV2} {PORT + 1} dev=eth1")
+        self.client.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+        self.client.check(f"netblkctl attach {SERVER_IP} {PORT} && "
+                          f"netblkctl attach {SERVER_IP} {PORT + 1}", timeout=60)
+        return self.md_create("/dev/netblk0", "/dev/netblk1")
+
+    def md_netblk_teardown(self) -> None:
+        self.client.check("mdadm --stop /dev/md0 && netblkctl detach all", timeout=60)
+        self.server.check("netblkctl stop all", timeout=60)
+
+    def md_nvme_setup(self) -> tuple[Guest, str]:
+        return self.md_create(*self.nvme_export((DEV, DEV2)))
+
+    def md_nvme_teardown(self) -> None:
+        self.client.check("mdadm --stop /dev/md0", timeout=60)
+        self.nvme_teardown()
 
     # ---- nbd: nbd-server on the server, the kernel's nbd client on the client
     def nbd_setup(self) -> tuple[Guest, str]:
@@ -224,7 +281,9 @@ class Link:
             self.server.check("sync; echo 3 > /proc/sys/vm/drop_caches", timeout=300)
         s0 = guest_busy(other) if other else 0
         t0 = time.monotonic()
-        doc, fio_j = fio_between_stats(fio_guest, fio_job(dev, rw, bs, depth, self.seconds),
+        size = MD_SIZE if system in MD_SYSTEMS else DEV_SIZE
+        doc, fio_j = fio_between_stats(fio_guest, fio_job(dev, rw, bs, depth, self.seconds,
+                                                          size=size),
                                        self.seconds + 180)
         wall = time.monotonic() - t0
         s1 = guest_busy(other) if other else 0
@@ -262,17 +321,19 @@ def medians(rows: list[dict]) -> list[dict]:
     return out
 
 
-def ratios(meds: list[dict], base: str = "local") -> list[dict]:
-    """netblk / each other system, per workload."""
+def ratios(meds: list[dict]) -> list[dict]:
+    """netblk over each other system, per workload; md-netblk over md-nvme-tcp."""
     by = {(m["system"], m["workload"], m["bs"], m["depth"]): m for m in meds}
     out = []
     for (system, wl, bs, depth), m in by.items():
-        if system != "netblk":
+        if system not in ("netblk", "md-netblk"):
             continue
+        md = system in MD_SYSTEMS
         for (other, owl, obs, odepth), o in by.items():
-            if other == "netblk" or (owl, obs, odepth) != (wl, bs, depth):
+            if other == system or (other in MD_SYSTEMS) != md or \
+               (owl, obs, odepth) != (wl, bs, depth):
                 continue
-            r = {"workload": wl, "bs": bs, "depth": depth, "vs": other}
+            r = {"workload": wl, "bs": bs, "depth": depth, "system": system, "vs": other}
             for k in ("iops", "p99_us", "server_cpu_us_per_req", "client_cpu_us_per_req"):
                 a, b = m.get(k), o.get(k)
                 r[k] = round(a / b, 3) if a and b else None
@@ -281,14 +342,14 @@ def ratios(meds: list[dict], base: str = "local") -> list[dict]:
 
 
 def table(meds: list[dict]) -> str:
-    head = (f"{'system':8} {'workload':10} {'bs':>6} {'qd':>3} {'iops':>8} {'MiB/s':>7} "
+    head = (f"{'system':12} {'workload':10} {'bs':>6} {'qd':>3} {'iops':>8} {'MiB/s':>7} "
             f"{'p50 us':>8} {'p99 us':>9} {'p99.9 us':>9} {'srv us/req':>10} {'cli us/req':>10}")
     lines = [head, "-" * len(head)]
     for m in meds:
         def f(k, w):
             v = m.get(k)
             return f"{'-' if v is None else v:>{w}}"
-        lines.append(f"{m['system']:8} {m['workload']:10} {m['bs'] // 1024:>5}k {m['depth']:>3} "
+        lines.append(f"{m['system']:12} {m['workload']:10} {m['bs'] // 1024:>5}k {m['depth']:>3} "
                      f"{f('iops', 8)} {f('mib_s', 7)} {f('p50_us', 8)} {f('p99_us', 9)} "
                      f"{f('p999_us', 9)} {f('server_cpu_us_per_req', 10)} "
                      f"{f('client_cpu_us_per_req', 10)}")
@@ -309,7 +370,8 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
         return False
     workloads = [(rw, bs, qd) for rw, bs, qd in WORKLOADS
                  if any((m["workload"], m["bs"], m["depth"]) == (rw, bs, qd) for m in meds)]
-    systems = [s for s in SYSTEMS if s != "local" and any(m["system"] == s for m in meds)]
+    systems = [s for s in SYSTEMS if s != "local" and s not in MD_SYSTEMS and
+               any(m["system"] == s for m in meds)]
     metrics = (("iops", "IOPS (higher is better)"), ("p99_us", "p99 us (lower is better)"),
                ("server_cpu_us_per_req", "server guest CPU us/request (lower is better)"))
     fig, axes = plt.subplots(len(metrics), len(workloads),
@@ -368,6 +430,8 @@ def main() -> int:
         need.update({"nbd-server": "nbd-server", "nbd-client": "nbd-client"})
     if "aoe" in systems:
         need["vblade"] = "vblade"
+    if set(MD_SYSTEMS) & set(systems):
+        need["mdadm"] = "mdadm"
     found = {p: shutil.which(p) or next((str(d / p) for d in (Path("/usr/sbin"), Path("/sbin"))
                                          if (d / p).exists()), None) for p in need}
     missing = [f"{p} (apt-get install {need[p]})" for p, path in found.items() if not path]
@@ -401,6 +465,8 @@ def run(a, systems: list[str], found: dict) -> int:
             server_programs[f"/usr/sbin/{prog}"] = Path(found[prog])
     if found.get("nbd-client"):
         client_programs["/usr/sbin/nbd-client"] = Path(found["nbd-client"])
+    if found.get("mdadm"):
+        client_programs["/sbin/mdadm"] = Path(found["mdadm"])
     rows: list[dict] = []
     failures: list[str] = []
     counters = None
@@ -419,8 +485,13 @@ def run(a, systems: list[str], found: dict) -> int:
                  "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
                  "nbd": (link.nbd_setup, link.nbd_teardown),
                  "aoe": (link.aoe_setup, link.aoe_teardown),
-                 "local": (link.local_setup, lambda: None)}
-        total = a.rounds * len(systems) * len(WORKLOADS)
+                 "local": (link.local_setup, lambda: None),
+                 "md-netblk": (link.md_netblk_setup, link.md_netblk_teardown),
+                 "md-nvme-tcp": (link.md_nvme_setup, link.md_nvme_teardown)}
+        def workloads(system: str):
+            return MD_WORKLOADS if system in MD_SYSTEMS else WORKLOADS
+
+        total = a.rounds * sum(len(workloads(s)) for s in systems)
         done = 0
         for rnd in range(a.rounds):
             for system in SYSTEMS:
@@ -433,7 +504,7 @@ def run(a, systems: list[str], found: dict) -> int:
                     log(f"bench: FAILED {system}: its setup: {e}")
                     failures.append(f"{system}: setup: {e}")
                     continue
-                for rw, bs, depth in WORKLOADS:
+                for rw, bs, depth in workloads(system):
                     done += 1
                     what = f"{system} {rw} {bs // 1024}k qd{depth}"
                     log(f"bench: [{done}/{total}] {what}" +
@@ -478,7 +549,7 @@ def run(a, systems: list[str], found: dict) -> int:
         log(f"bench: wrote {png}")
     print(table(meds))
     for r in result["ratios"]:
-        print(f"netblk/{r['vs']} {r['workload']} {r['bs'] // 1024}k qd{r['depth']}: "
+        print(f"{r['system']}/{r['vs']} {r['workload']} {r['bs'] // 1024}k qd{r['depth']}: "
               f"iops {r['iops']}, p99 {r['p99_us']}, server CPU/req {r['server_cpu_us_per_req']}")
     if counters:
         print("netblk: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
