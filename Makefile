@@ -82,9 +82,10 @@ build/unit/netblk_unit_tests: $(UNIT_OBJS)
 deps:
 	ci/install-deps.sh
 
+# run.sh runs make itself (the BPF skeleton): '+' hands it the jobserver
 unit: build/unit/netblk_unit_tests
 	build/unit/netblk_unit_tests
-	tools/netblkctl/tests/run.sh
+	+tools/netblkctl/tests/run.sh
 	$(PYTHON) -m pytest -q tests/client
 
 # The e2e suite once on each NIC model of the test guest (ci/guest.py):
