@@ -3,6 +3,7 @@
 
 Command line:
 
+    netblk.py --version
     netblk.py HOST PORT info [--json]
     netblk.py HOST PORT read OFFSET LENGTH FILE        (FILE '-' = stdout)
     netblk.py HOST PORT write OFFSET FILE [--fua]      (FILE '-' = stdin)
@@ -55,6 +56,10 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
+
+# The release, as kmod/uapi/netblk_version.h says (tests/client/test_release.py
+# holds them together); the wire protocol's own version is VERSION below.
+__version__ = "0.2.0"
 
 # ---- protocol v2 (docs/protocol.md) --------------------------------------------
 
@@ -1324,9 +1329,9 @@ def _common_options(parser: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="netblk.py",
         description="Client of a netblk instance (block device over UDP, protocol v2). "
                     "Sizes and offsets take k/m/g suffixes (powers of 1024) or plain bytes.")
+    p.add_argument("--version", action="version", version=f"netblk {__version__}")
     p.add_argument("host", help="the instance's IPv4 address or name")
     p.add_argument("port", type=_port, help="the instance's UDP port")
     _common_options(p)
@@ -1568,10 +1573,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
+def run() -> int:
+    """The netblk command: main() with the command line's exit habits."""
     try:
-        sys.exit(main())
+        return main()
     except BrokenPipeError:
         # the reader of stdout went away (e.g. `| head`)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(1)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(run())

@@ -11,6 +11,7 @@
 #include <linux/module.h>
 #include <net/genetlink.h>
 
+#include "netblk_version.h"
 
 bool netblk_unloading;
 
@@ -74,4 +75,5 @@ module_exit(netblk_exit);
 MODULE_DESCRIPTION("netblk: serve a block device over UDP without copying the data");
 MODULE_AUTHOR("netblk developers");
 MODULE_LICENSE("GPL");
+MODULE_VERSION(NETBLK_VERSION);
 MODULE_ALIAS_GENL_FAMILY(NETBLK_GENL_NAME);

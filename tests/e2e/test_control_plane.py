@@ -10,11 +10,14 @@ import json
 import re
 import shlex
 import time
+from pathlib import Path
 
 import pytest
 
 from guest import kernel_trouble
 from nbtest import ctl, instances, refused, start  # noqa: F401
+
+ROOT = Path(__file__).resolve().parents[2]
 
 P1, P2, DISK, DISK4K = "/dev/nvme0n1p1", "/dev/nvme0n1p2", "/dev/nvme0n1", "/dev/nvme1n1"
 
@@ -74,6 +77,16 @@ def test_modprobe(guest):
     assert re.search(r"^netblk ", guest.check("cat /proc/modules"), re.M)
     assert instances(guest) == {}
     assert kthreads(guest) == []
+
+
+def test_versions(netblk):
+    """The loaded module's release is netblkctl's, one header's (MODULE_VERSION):
+    what an operator reads to know the two go together."""
+    release = re.search(r'#define NETBLK_VERSION "([^"]+)"',
+                        (ROOT / "kmod/uapi/netblk_version.h").read_text()).group(1)
+    assert netblk.check("cat /sys/module/netblk/version").strip() == release
+    rc, out, err = ctl(netblk, "--version")
+    assert rc == 0 and out == f"netblkctl {release}\nnetblk.ko {release}\n", (rc, out, err)
 
 
 def test_module_not_loaded(guest):

@@ -1,5 +1,6 @@
 // Text and JSON output of netblkctl: see format.h.
 #include "format.h"
+#include "netblk_version.h"
 
 #include <arpa/inet.h>
 #include <charconv>
@@ -603,4 +604,21 @@ std::string format_instances_json(const std::vector<netblk_instance> &insts)
 	}
 	o << "]\n";
 	return o.str();
+}
+
+std::string format_version(std::optional<std::string_view> module_version)
+{
+	std::string t = "netblkctl " NETBLK_VERSION "\n";
+	if (!module_version)
+		return t + "netblk.ko not loaded (modprobe netblk)\n";
+	std::string_view v = *module_version;
+	while (!v.empty() && (v.back() == '\n' || v.back() == ' '))
+		v.remove_suffix(1);
+	if (v.empty())
+		return t + "netblk.ko loaded, of a release with no version (before 0.2.0): "
+			   "install the module and netblkctl from one release\n";
+	t += "netblk.ko " + std::string(v);
+	if (v != NETBLK_VERSION)
+		t += " (not netblkctl's release: install the module and netblkctl from one release)";
+	return t + "\n";
 }

@@ -174,3 +174,8 @@ std::string format_instance_text(const netblk_instance &inst);
 //   latency: null, or { count, max_ns, p50_us, p99_us, p999_us,
 //            linear_limit, sub_buckets, buckets: [[index, count], ...] }
 std::string format_instances_json(const std::vector<netblk_instance> &insts);
+
+// netblkctl --version: this tool's release and the loaded module's.
+// module_version: /sys/module/netblk/version's text ("" when the module is
+// loaded but has none); nullopt when the module is not loaded.
+std::string format_version(std::optional<std::string_view> module_version);

@@ -47,7 +47,7 @@ constexpr const char usage_text[] =
 	"                       [key=FILE]\n"
 	"       netblkctl detach <netblkN>|all [--force]\n"
 	"       netblkctl genkey\n"
-	"       netblkctl --help\n"
+	"       netblkctl --help | --version\n"
 	"\n"
 	"start   serve <blockdev> over UDP on <port>\n"
 	"          ro         refuse writes\n"
@@ -81,7 +81,8 @@ constexpr const char usage_text[] =
 	"          key=FILE   tag every datagram with this key (an instance's auth=header)\n"
 	"detach  remove /dev/netblkN, or all of them; refused while one is open (mounted)\n"
 	"        unless --force, which fails its outstanding I/O\n"
-	"genkey  print a new random key for key= (keep it where only root can read it)\n";
+	"genkey  print a new random key for key= (keep it where only root can read it)\n"
+	"--version  netblkctl's release and the loaded module's\n";
 
 int usage_error(const std::string &msg)
 {
@@ -856,6 +857,33 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
+// /sys/module/netblk/version; "" for a module without one, nullopt when
+// the module is not loaded.
+std::optional<std::string> loaded_module_version()
+{
+	struct stat st;
+	if (stat("/sys/module/netblk", &st) != 0)
+		return std::nullopt;
+	std::string v;
+	if (FILE *f = fopen("/sys/module/netblk/version", "r")) {
+		char buf[64];
+		if (fgets(buf, sizeof(buf), f))
+			v = buf;
+		fclose(f);
+	}
+	return v;
+}
+
+int cmd_version(const std::vector<std::string_view> &argv)
+{
+	if (!argv.empty())
+		return usage_error("--version takes no arguments");
+	std::optional<std::string> mod = loaded_module_version();
+	fputs(format_version(mod ? std::optional<std::string_view>(*mod) : std::nullopt).c_str(),
+	      stdout);
+	return finish();
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -870,6 +898,8 @@ int main(int argc, char **argv)
 		fputs(usage_text, stdout);
 		return finish();
 	}
+	if (cmd == "--version" || cmd == "version")
+		return cmd_version(args);
 	if (cmd == "start")
 		return cmd_start(args);
 	if (cmd == "stop")

@@ -30,6 +30,7 @@
 #include "prometheus.h"
 #include "watch.h"
 #include "netblk_maps.h"
+#include "netblk_version.h"
 #include "xdp.h"
 
 namespace {
@@ -1396,9 +1397,24 @@ void check_attached_text()
 			    "\"changed\": 0, \"samples\": 0, \"p50_us\": null"), "attached rates JSON");
 }
 
+void check_version()
+{
+	const std::string tool = "netblkctl " NETBLK_VERSION "\n";
+	check_eq(format_version(std::nullopt), tool + "netblk.ko not loaded (modprobe netblk)\n",
+		 "version, no module");
+	check_eq(format_version(NETBLK_VERSION "\n"), tool + "netblk.ko " NETBLK_VERSION "\n",
+		 "version, same module");
+	check_eq(format_version("0.1.9\n"),
+		 tool + "netblk.ko 0.1.9 (not netblkctl's release: install the module and netblkctl "
+			"from one release)\n", "version, another module");
+	check(format_version("").find("a release with no version") != std::string::npos,
+	      "version, a module without one");
+}
+
 int main()
 {
 	check_sizes();
+	check_version();
 	check_attached_text();
 	check_strings();
 	check_text();
