@@ -4,15 +4,22 @@
 #   make demo [PORT=N]    boot the test guest and serve one partition on 127.0.0.1:PORT
 #   make demo-exec CMD=.. run a command in the demo's guest
 #   make                  build the module (for KDIR) and netblkctl
-#   make install          install both on this host (KDIR = the running kernel's)
+#   make install          install the module for the running kernel (or KVER=),
+#                         netblkctl, the Python client, man pages (DESTDIR, PREFIX,
+#                         INSTALL_MOD_PATH honoured)
+#   make deb              Debian packages netblk-dkms and netblk-tools in build/deb
 
 KVER_HOST := $(shell uname -r)
 BENCH_KDIR = $(CURDIR)/build/kernel/root/usr/src/linux-headers-$(shell cat build/kernel/.release 2>/dev/null)
-ifeq ($(wildcard /lib/modules/$(KVER_HOST)/build),)
+# The kernel to build for: KVER's headers, else the running kernel's, else
+# (a host without headers) the test guest's.
+KVER_BUILD := $(or $(KVER),$(KVER_HOST))
+ifeq ($(wildcard /lib/modules/$(KVER_BUILD)/build),)
 KDIR ?= $(BENCH_KDIR)
 else
-KDIR ?= /lib/modules/$(KVER_HOST)/build
+KDIR ?= /lib/modules/$(KVER_BUILD)/build
 endif
+NETBLK_RELEASE := $(shell sed -n 's/^\#define NETBLK_VERSION "\(.*\)"/\1/p' kmod/uapi/netblk_version.h)
 
 CXX ?= g++
 PYTHON := /usr/bin/python3
@@ -24,6 +31,7 @@ UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
 .PHONY: all module netblkctl bpf kernel deps unit e2e check demo demo-exec install clean \
+	install-module install-tools install-dkms-source man deb check-pkg \
 	debug-kernel debug-module check-debug
 
 all: module netblkctl
@@ -31,8 +39,8 @@ all: module netblkctl
 kernel:
 	ci/fetch-kernel.sh >/dev/null
 
-# Without the running kernel's headers, build for the test guest's kernel.
-module: $(if $(wildcard /lib/modules/$(KVER_HOST)/build),,kernel)
+# Without the kernel's headers, build for the test guest's kernel.
+module: $(if $(wildcard /lib/modules/$(KVER_BUILD)/build),,kernel)
 	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
 
 # The module for the test guest's kernel, whatever this host runs.
@@ -42,11 +50,11 @@ bench-module: kernel
 netblkctl: tools/netblkctl/netblkctl
 
 # kmod/core/histogram.cpp: netblkctl reads percentiles with the core's code.
-tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h \
+tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h kmod/uapi/netblk_version.h \
 		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
 		build/bpf/netblk.skel.h
-	$(CXX) $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf -o $@ $(NETBLKCTL_SRCS) \
-		kmod/core/histogram.cpp -lmnl -lbpf
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS_USER) $(CXXFLAGS) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf \
+		$(LDFLAGS) -o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lbpf
 
 # The XDP steering program (bpf/README.md) and the skeleton netblkctl embeds
 # it with.  <asm/types.h> lives in the multiarch include directory on Debian.
@@ -102,6 +110,17 @@ e2e: bench-module netblkctl load
 check: deps
 	$(MAKE) -j$(shell nproc) unit
 	$(MAKE) e2e
+	$(MAKE) check-pkg
+
+# make install, the Debian packages (built, linted, installed here, DKMS's
+# module run in the guest, purged), the man pages and completion against the
+# tools' usage, one release everywhere (tests/pkg).
+PKG_PKGS := dkms dh-dkms debhelper dh-python lintian
+
+check-pkg: deps
+	ci/install-deps.sh $(PKG_PKGS)
+	$(MAKE) bench-module netblkctl man
+	$(PYTHON) -m pytest -v tests/pkg
 
 # The e2e suite on a kernel built with KASAN, lockdep, kmemleak and
 # DEBUG_ATOMIC_SLEEP (ci/debug-kernel.sh, cached under build/debug-kernel;
@@ -134,10 +153,81 @@ demo: deps
 demo-exec:
 	@$(PYTHON) ci/demo.py --exec "$(CMD)"
 
-install: module netblkctl
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules_install
-	depmod -a $(notdir $(patsubst %/build,%,$(KDIR))) 2>/dev/null || depmod -a
-	install -D -m 0755 tools/netblkctl/netblkctl $(DESTDIR)/usr/local/sbin/netblkctl
+# Where make install puts things.  The module goes where the kernel's own
+# modules_install puts an external one (INSTALL_MOD_PATH, INSTALL_MOD_DIR);
+# DESTDIR stages everything (a package build) and skips depmod.
+PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+BINDIR ?= $(PREFIX)/bin
+MANDIR ?= $(PREFIX)/share/man
+BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
+# Debian's python3 looks in /usr/lib/python3/dist-packages and, for what the
+# administrator installs, /usr/local/lib/python3.X/dist-packages.
+PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python3.$(shell $(PYTHON) -c 'import sys; print(sys.version_info.minor)')/dist-packages)
+INSTALL_MOD_DIR ?= extra
+
+# The tools only once the module is in place (a refused module installs nothing).
+install: install-module
+	$(MAKE) install-tools
+
+# A module built for another kernel than the one it is installed for would
+# not load (or worse, load and crash): say which one, or build for it.
+install-module: module
+	@built="$$(modinfo -F vermagic kmod/netblk.ko | cut -d' ' -f1)"; \
+	want="$(KVER_BUILD)"; \
+	if [ "$$built" != "$$want" ]; then \
+		if [ -n "$(KVER)" ]; then \
+			echo "make install: kmod/netblk.ko is built for $$built, not KVER=$$want: install $$want's headers (/lib/modules/$$want/build) so that make builds for it, or give KVER=$$built" >&2; \
+		else \
+			echo "make install: kmod/netblk.ko is built for $$built, not for the kernel this host runs ($$want): install its headers (apt-get install linux-headers-$$want) and run make install again, or say which kernel to install it for: make install KVER=$$built" >&2; \
+		fi; \
+		exit 1; \
+	fi
+	install -D -m 0644 kmod/netblk.ko \
+		$(DESTDIR)$(INSTALL_MOD_PATH)/lib/modules/$(KVER_BUILD)/$(INSTALL_MOD_DIR)/netblk.ko
+	@if [ -z "$(DESTDIR)" ]; then \
+		echo "depmod $(if $(INSTALL_MOD_PATH),-b $(INSTALL_MOD_PATH) )$(KVER_BUILD)"; \
+		depmod $(if $(INSTALL_MOD_PATH),-b $(INSTALL_MOD_PATH)) $(KVER_BUILD); \
+	fi
+
+# netblkctl, the Python client (the netblk command and `import netblk`), man
+# pages, bash completion.
+install-tools: netblkctl man
+	install -D -m 0755 tools/netblkctl/netblkctl $(DESTDIR)$(SBINDIR)/netblkctl
+	install -D -m 0644 client/netblk.py $(DESTDIR)$(PYTHON_SITE)/netblk.py
+	install -d $(DESTDIR)$(BINDIR)
+	printf '#!/usr/bin/python3\nimport sys\n\nfrom netblk import run\n\nsys.exit(run())\n' \
+		>$(DESTDIR)$(BINDIR)/netblk
+	chmod 0755 $(DESTDIR)$(BINDIR)/netblk
+	install -D -m 0644 build/man/netblkctl.8 $(DESTDIR)$(MANDIR)/man8/netblkctl.8
+	install -D -m 0644 build/man/netblk.1 $(DESTDIR)$(MANDIR)/man1/netblk.1
+	install -D -m 0644 tools/netblkctl/netblkctl.bash-completion \
+		$(DESTDIR)$(BASH_COMPLETION_DIR)/netblkctl
+
+# The module's sources as DKMS builds them (the netblk-dkms package).
+install-dkms-source:
+	install -d $(DESTDIR)/usr/src/netblk-$(NETBLK_RELEASE)
+	find Kbuild kmod -type f \( -name Kbuild -o -name '*.[ch]' -o -name '*.cpp' \) -print0 | \
+		tar --null -T - -cf - | tar -C $(DESTDIR)/usr/src/netblk-$(NETBLK_RELEASE) -xf -
+
+# Man pages from their scdoc sources (man/): tests/pkg checks them against
+# the tools' own usage text.
+man: build/man/netblkctl.8 build/man/netblk.1
+
+build/man/%: man/%.scd
+	@mkdir -p build/man
+	scdoc <$< >$@.tmp
+	mv $@.tmp $@
+
+# Debian packages, built with Debian's tools in a copy of the tree (what git
+# tracks or would track) so that nothing lands beside the checkout.
+deb:
+	rm -rf build/deb
+	mkdir -p build/deb/netblk-$(NETBLK_RELEASE)
+	git ls-files -z --cached --others --exclude-standard | \
+		tar --null -T - -cf - | tar -C build/deb/netblk-$(NETBLK_RELEASE) -xf -
+	cd build/deb/netblk-$(NETBLK_RELEASE) && dpkg-buildpackage -us -uc -b
+	lintian --fail-on error build/deb/netblk_$(NETBLK_RELEASE)_*.changes
 
 clean:
 	-$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) clean 2>/dev/null

@@ -94,9 +94,11 @@ FLAVOUR = os.environ.get("NETBLK_KERNEL", "cloud")
 if FLAVOUR not in ("cloud", "debug"):
     raise SystemExit(f"NETBLK_KERNEL={FLAVOUR!r}: cloud (Debian's 6.12 cloud kernel) or debug "
                      f"(ci/debug-kernel.sh: KASAN, lockdep, kmemleak)")
-# netblk.ko for the guest's kernel: the debug kernel's is built apart (make debug-module)
-NETBLK_KO = ROOT / ("build/debug-module/kmod" if FLAVOUR == "debug" else "kmod") / "netblk.ko"
-NETBLKCTL = ROOT / "tools" / "netblkctl" / "netblkctl"
+# netblk.ko for the guest's kernel: the debug kernel's is built apart (make debug-module).
+# NETBLK_KO and NETBLK_NETBLKCTL name others (tests/pkg: what the packages installed).
+NETBLK_KO = Path(os.environ.get("NETBLK_KO") or
+                 ROOT / ("build/debug-module/kmod" if FLAVOUR == "debug" else "kmod") / "netblk.ko")
+NETBLKCTL = Path(os.environ.get("NETBLK_NETBLKCTL") or ROOT / "tools" / "netblkctl" / "netblkctl")
 
 # A Unix socket's path must fit sun_path (108 bytes): from a deep checkout the
 # agent sockets go to a short directory of this checkout's own under /tmp.
@@ -295,9 +297,9 @@ def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None
     if NETBLKCTL.exists():
         programs.setdefault("/usr/sbin/netblkctl", NETBLKCTL)
     elif require_project:
-        raise GuestError(f"{NETBLKCTL.relative_to(ROOT)} is not built: run `make netblkctl`")
+        raise GuestError(f"{NETBLKCTL} is not built: run `make netblkctl`")
     if require_project and not NETBLK_KO.exists():
-        raise GuestError(f"{NETBLK_KO.relative_to(ROOT)} is not built: run `make bench-module`")
+        raise GuestError(f"{NETBLK_KO} is not built: run `make bench-module`")
     waits = "nvme0n1 nvme0n1p1 nvme0n1p2 nvme1n1"
     driver = NIC_MODELS[nic][1]
     return initramfs.build(BUILD, kernel_root=kernel_root(), release=rel,

@@ -40,7 +40,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="module")
 def guest(request):
-    missing = [str(p.relative_to(ROOT)) for p in (NETBLK_KO, NETBLKCTL) if not p.exists()]
+    missing = [str(p) for p in (NETBLK_KO, NETBLKCTL) if not p.exists()]
     if missing:
         pytest.fail(f"not built: {', '.join(missing)} -- run `make bench-module netblkctl` "
                     f"(or `make e2e`)", pytrace=False)
