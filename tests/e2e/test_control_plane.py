@@ -207,6 +207,34 @@ def test_same_port_twice(netblk):
     assert set(instances(g)) == {7000}
 
 
+def test_start_and_stop_exist_ok(netblk):
+    """For configuration management: starting what already runs as asked and
+    stopping what is gone succeed with a note; an instance that differs from
+    the one asked for is named and left alone."""
+    g = netblk
+    start(g, P1, 7000, "mtu=1200")
+    rc, out, err = ctl(g, "start", P1, 7000, "mtu=1200", "--exist-ok")
+    assert (rc, out, err) == (0, "netblk: port 7000 already serves /dev/nvme0n1p1 as asked "
+                                 "(--exist-ok)\n", ""), (rc, out, err)
+    rc, out, err = ctl(g, "start", P1, 7000, "--exist-ok")	# mtu not named: not compared
+    assert rc == 0 and "as asked" in out, (rc, out, err)
+    for opts, diff in ((["mtu=1500"], "mtu 1200, not 1500"),
+                       (["ro"], "read-write, not read-only (ro)"),
+                       (["dev=lo"], "NIC eth0, not lo")):
+        rc, msg = refused(g, r"differs", "start", P1, 7000, *opts, "--exist-ok")
+        assert msg == (f"netblkctl: port 7000 is already served by an instance that differs "
+                       f"from the one asked for: {diff} (stop it first)"), msg
+    refused(g, r"device /dev/nvme0n1p1, not /dev/nvme0n1p2", "start", P2, 7000, "--exist-ok")
+    refused(g, r"7000|already|in use", "start", P1, 7000, "mtu=1200")	# without it: refused
+    assert instances(g)[7000]["mtu"] == 1200 and set(instances(g)) == {7000}
+
+    assert ctl(g, "stop", 7000, "--exist-ok")[0] == 0
+    rc, out, err = ctl(g, "stop", 7000, "--exist-ok")
+    assert (rc, out, err) == (0, "netblk: nothing serves port 7000 (--exist-ok)\n", "")
+    refused(g, r"no instance serves port 7000", "stop", 7000)
+    refused(g, r"--exist-ok", "stop", 7000, "--force")
+
+
 def test_same_device_twice_rw(netblk):
     g = netblk
     start(g, P1, 7000)

@@ -27,6 +27,7 @@
 #include "format.h"
 #include "netblk.h"
 #include "prometheus.h"
+#include "settings.h"
 #include "watch.h"
 #include "xdp.h"
 
@@ -38,11 +39,11 @@ constexpr int exit_usage = 2;
 constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
 	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N]\n"
-	"                       [key=FILE [auth=header|full]]\n"
+	"                       [key=FILE [auth=header|full]] [--exist-ok]\n"
 	"       netblkctl list [--attached] [--json]\n"
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
-	"       netblkctl stop <port>|all\n"
+	"       netblkctl stop <port>|all [--exist-ok]\n"
 	"       netblkctl attach <addr> <port> [ro] [dev=IFACE] [queue-depth=N] [timeout=S]\n"
 	"                       [key=FILE]\n"
 	"       netblkctl detach <netblkN>|all [--force]\n"
@@ -62,6 +63,7 @@ constexpr const char usage_text[] =
 	"          key=FILE   answer only datagrams tagged with this key (32 hex digits)\n"
 	"          auth=...   what the tags cover: header (default with a key), or full\n"
 	"                     (the data too)\n"
+	"          --exist-ok an instance on <port> with the settings given is success\n"
 	"list    the instances, their counters and service time, then the devices attached\n"
 	"        here (--json: the instances as a JSON array; --attached: the attached\n"
 	"        devices only, --json as a JSON array)\n"
@@ -71,7 +73,8 @@ constexpr const char usage_text[] =
 	"stats   the counters and the service-time histogram in the Prometheus\n"
 	"        text format (node_exporter's textfile collector)\n"
 	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
-	"        the disk to finish what it has (list shows an instance that takes longer)\n"
+	"        the disk to finish what it has (list shows an instance that takes longer);\n"
+	"        --exist-ok: nothing on <port> is success\n"
 	"attach  make /dev/netblkN of the instance at <addr>:<port> (the block-device client)\n"
 	"          ro         refuse writes (an instance that serves read-only is attached so)\n"
 	"          dev=IFACE  send through this network interface only\n"
@@ -368,6 +371,30 @@ void resteer_nic(netblk_client &client, nic_xdp &xdp, const netblk_instance &sta
 					strerror(err));
 }
 
+// start --exist-ok: the exit status when an instance already holds the
+// port (success when it is the one asked for), nullopt when none does.
+std::optional<int> start_existing(netblk_client &client, const netblk_start_args &args)
+{
+	std::vector<netblk_instance> insts;
+	if (nl_status st = client.list(insts); !st.ok())
+		return failed(st);
+	for (const netblk_instance &have : insts) {
+		if (have.port != args.port)
+			continue;
+		std::string diff = start_differs(args, vlan_real_device(*args.ifname), have);
+		if (!diff.empty()) {
+			fprintf(stderr, "netblkctl: port %u is already served by an instance that "
+				"differs from the one asked for: %s (stop it first)\n", args.port,
+				diff.c_str());
+			return exit_failed;
+		}
+		printf("netblk: port %u already serves %s as asked (--exist-ok)\n", args.port,
+		       have.device.c_str());
+		return finish();
+	}
+	return std::nullopt;
+}
+
 int cmd_start(const std::vector<std::string_view> &argv)
 {
 	if (argv.size() < 2)
@@ -380,9 +407,15 @@ int cmd_start(const std::vector<std::string_view> &argv)
 	if (!port)
 		return usage_error("bad port '" + std::string(argv[1]) + "' (want 1..65535)");
 	args.port = *port;
-	for (size_t i = 2; i < argv.size(); i++)
+	bool exist_ok = false;
+	for (size_t i = 2; i < argv.size(); i++) {
+		if (argv[i] == "--exist-ok") {
+			exist_ok = true;
+			continue;
+		}
 		if (std::string err = parse_start_option(argv[i], args); !err.empty())
 			return usage_error(err);
+	}
 
 	netblk_client client;
 	int rc;
@@ -390,6 +423,10 @@ int cmd_start(const std::vector<std::string_view> &argv)
 		return rc;
 	if (!resolve_nic(args))
 		return exit_failed;
+	if (exist_ok) {
+		if (std::optional<int> done = start_existing(client, args))
+			return *done;
+	}
 
 	// The NIC's XDP program steers the port to the instance.  For a NIC
 	// that does not exist, or without CAP_NET_ADMIN, START goes ahead
@@ -439,8 +476,9 @@ int cmd_start(const std::vector<std::string_view> &argv)
 
 int cmd_stop(const std::vector<std::string_view> &argv)
 {
-	if (argv.size() != 1)
-		return usage_error("stop needs one <port>, or all");
+	bool exist_ok = argv.size() == 2 && argv[1] == "--exist-ok";
+	if (argv.size() != 1 && !exist_ok)
+		return usage_error("stop needs one <port>, or all (and --exist-ok)");
 	std::optional<uint16_t> port;
 	if (argv[0] != "all") {
 		port = parse_port(argv[0]);
@@ -454,8 +492,13 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 	if (!connect(client, rc))
 		return rc;
 	netblk_stop_result r;
-	if (nl_status st = client.stop(port, r); !st.ok())
+	if (nl_status st = client.stop(port, r); !st.ok()) {
+		if (exist_ok && port && st.err == ENOENT) {
+			printf("netblk: nothing serves port %u (--exist-ok)\n", *port);
+			return finish();
+		}
 		return failed(st);
+	}
 	if (port && !r.stopping)
 		printf("netblk: stopped serving on port %u\n", *port);
 	else if (!port)

@@ -28,6 +28,7 @@
 #include "netblk.h"
 #include "netblk.skel.h"
 #include "prometheus.h"
+#include "settings.h"
 #include "watch.h"
 #include "netblk_maps.h"
 #include "netblk_version.h"
@@ -1411,9 +1412,58 @@ void check_version()
 	      "version, a module without one");
 }
 
+// start --exist-ok: what is compared, what is not.
+void check_start_differs()
+{
+	netblk_instance have;
+	have.device = "/dev/nvme0n1p1";
+	have.port = 7000;
+	have.ifname = "eth0";
+	have.mtu = 1500;
+	have.cpu = 1;
+	have.poll_us = 0;
+	have.sessions = 1024;
+	have.auth = NETBLK_AUTH_NONE;
+	have.state = NETBLK_STATE_SERVING;
+	netblk_start_args want;
+	want.device = "/dev/nvme0n1p1";
+	want.port = 7000;
+	check_eq(start_differs(want, "eth0", have), "", "exist-ok: same, nothing else named");
+	want.mtu = 1500;
+	want.cpu = 1;
+	check_eq(start_differs(want, "eth0", have), "", "exist-ok: mtu and cpu named, same");
+	want.mtu = 9000;
+	check_eq(start_differs(want, "eth0", have), "mtu 1500, not 9000", "exist-ok: mtu");
+	want.mtu.reset();
+	check_eq(start_differs(want, "eth1", have), "NIC eth0, not eth1", "exist-ok: nic");
+	want.read_only = true;
+	check_eq(start_differs(want, "eth0", have), "read-write, not read-only (ro)",
+		 "exist-ok: ro");
+	want.read_only = false;
+	want.device = "/dev/nvme0n1p2";
+	check_eq(start_differs(want, "eth0", have), "device /dev/nvme0n1p1, not /dev/nvme0n1p2",
+		 "exist-ok: device");
+	want.device = "/dev/nvme0n1p1";
+	want.key = std::array<uint8_t, NETBLK_KEY_BYTES>{};
+	check_eq(start_differs(want, "eth0", have), "auth none, not header",
+		 "exist-ok: a key asked for, none held");
+	have.auth = NETBLK_AUTH_HEADER;
+	check_eq(start_differs(want, "eth0", have), "", "exist-ok: keyed both");
+	want.allow.push_back({htonl(0x0a010000), 16, {}});
+	check_eq(start_differs(want, "eth0", have), "allow any source, not 10.1.0.0/16",
+		 "exist-ok: allow");
+	have.allow = want.allow;
+	check_eq(start_differs(want, "eth0", have), "", "exist-ok: same allow");
+	have.state = NETBLK_STATE_STOPPING;
+	check_eq(start_differs(want, "eth0", have), "it is stopping", "exist-ok: stopping");
+	check(same_block_device("/dev/null", "/dev/null"), "same path, same device");
+	check(!same_block_device("/dev/null", "/dev/zero"), "character devices are no disks");
+}
+
 int main()
 {
 	check_sizes();
+	check_start_differs();
 	check_version();
 	check_attached_text();
 	check_strings();
