@@ -165,6 +165,7 @@ BASH_COMPLETION_DIR ?= $(PREFIX)/share/bash-completion/completions
 # administrator installs, /usr/local/lib/python3.X/dist-packages.
 PYTHON_SITE ?= $(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python3.$(shell $(PYTHON) -c 'import sys; print(sys.version_info.minor)')/dist-packages)
 INSTALL_MOD_DIR ?= extra
+SYSTEMD_UNIT_DIR ?= $(if $(filter /usr,$(PREFIX)),/lib/systemd/system,$(PREFIX)/lib/systemd/system)
 
 # The tools only once the module is in place (a refused module installs nothing).
 install: install-module
@@ -191,7 +192,7 @@ install-module: module
 	fi
 
 # netblkctl, the Python client (the netblk command and `import netblk`), man
-# pages, bash completion.
+# pages, bash completion, netblk.service (restore at boot, stop at shutdown).
 install-tools: netblkctl man
 	install -D -m 0755 tools/netblkctl/netblkctl $(DESTDIR)$(SBINDIR)/netblkctl
 	install -D -m 0644 client/netblk.py $(DESTDIR)$(PYTHON_SITE)/netblk.py
@@ -203,6 +204,9 @@ install-tools: netblkctl man
 	install -D -m 0644 build/man/netblk.1 $(DESTDIR)$(MANDIR)/man1/netblk.1
 	install -D -m 0644 tools/netblkctl/netblkctl.bash-completion \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)/netblkctl
+	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR)
+	sed 's|@SBINDIR@|$(SBINDIR)|g' tools/netblkctl/netblk.service.in \
+		>$(DESTDIR)$(SYSTEMD_UNIT_DIR)/netblk.service
 
 # The module's sources as DKMS builds them (the netblk-dkms package).
 install-dkms-source:

@@ -235,6 +235,81 @@ def test_start_and_stop_exist_ok(netblk):
     refused(g, r"--exist-ok", "stop", 7000, "--force")
 
 
+def saved_lines(g, path):
+    return [line for line in g.check(f"cat {path}").splitlines()
+            if line and not line.startswith("#")]
+
+
+def test_save_and_restore(netblk):
+    """netblkctl save writes what runs; restore brings it back, leaves alone
+    what matches, starts again what differs, stops what the file drops, and
+    checks every line before it changes anything."""
+    g = netblk
+    start(g, P1, 7000, "mtu=1200")
+    start(g, P2, 7001, "ro", "poll=50")
+    rc, out, err = ctl(g, "save", "/tmp/nb.conf")
+    assert (rc, out, err) == (0, "netblk: saved 2 instances and 0 attached devices to "
+                                 "/tmp/nb.conf\n", ""), (rc, out, err)
+    lines = saved_lines(g, "/tmp/nb.conf")
+    assert len(lines) == 2, lines
+    for line, (dev, rest) in zip(lines, ((P1, "7000 dev=eth0 mtu=1200"),
+                                         (P2, "7001 ro dev=eth0 poll=50"))):
+        words = line.split(" ", 2)
+        assert words[0] == "start" and words[2] == rest, line
+        # the device by a name that survives a reboot where the guest has one
+        assert g.check(f"readlink -f {words[1]}").strip() == dev, line
+
+    assert ctl(g, "stop", "all")[0] == 0
+    rc, out, err = ctl(g, "restore", "/tmp/nb.conf")
+    assert rc == 0 and err == "", (out, err)
+    got = instances(g)
+    assert set(got) == {7000, 7001}
+    assert got[7000]["mtu"] == 1200 and not got[7000]["read_only"]
+    assert got[7001]["read_only"] and got[7001]["poll_us"] == 50
+
+    rc, out, err = ctl(g, "restore", "/tmp/nb.conf")	# nothing to do
+    assert (rc, out, err) == (0, "netblk: port 7000: serving as /tmp/nb.conf says\n"
+                                 "netblk: port 7001: serving as /tmp/nb.conf says\n", "")
+
+    g.check("printf '# edited\\nstart /dev/nvme0n1p1 7000 mtu=1400  # jumbo later\\n' >/tmp/nb.conf")
+    rc, out, err = ctl(g, "restore", "/tmp/nb.conf")
+    assert rc == 0, (out, err)
+    assert "netblk: port 7001 is not in /tmp/nb.conf: stopping it\n" in out, out
+    assert ("netblk: port 7000 differs from /tmp/nb.conf (mtu 1200, not 1400): starting it "
+            "again\n") in out, out
+    got = instances(g)
+    assert set(got) == {7000} and got[7000]["mtu"] == 1400
+
+    g.check("printf 'start /dev/nvme0n1p2 7000\\nstart /dev/nvme0n1p2 7000 ro\\n' >/tmp/bad.conf")
+    refused(g, r"^netblkctl: /tmp/bad\.conf:2: port 7000 again \(line 1\); nothing was changed$",
+            "restore", "/tmp/bad.conf")
+    g.check("printf 'start /dev/nvme0n1p2 7001 mtu=big\\n' >/tmp/bad.conf")
+    refused(g, r"/tmp/bad\.conf:1: .*mtu", "restore", "/tmp/bad.conf")
+    refused(g, r"cannot read /tmp/none\.conf: No such file.*netblkctl save writes one",
+            "restore", "/tmp/none.conf")
+    assert set(instances(g)) == {7000} and instances(g)[7000]["mtu"] == 1400
+
+
+def test_save_keeps_a_keyed_instances_line_and_refuses_to_invent_one(netblk):
+    """The kernel never gives a key back: save keeps the file's line that
+    names the key file, and without one writes nothing."""
+    g = netblk
+    g.check("netblkctl genkey >/tmp/k && chmod 600 /tmp/k")
+    start(g, P1, 7000, "key=/tmp/k")
+    g.check("rm -f /tmp/keyed.conf")
+    refused(g, r"port 7000 takes a key, which the kernel does not give back, and "
+               r"/tmp/keyed\.conf has no line for it: .*nothing was written",
+            "save", "/tmp/keyed.conf")
+    assert g.run("test -e /tmp/keyed.conf")[0] != 0
+    g.check("echo 'start /dev/nvme0n1p1 7000 key=/tmp/k' >/tmp/keyed.conf")
+    assert ctl(g, "save", "/tmp/keyed.conf")[0] == 0
+    assert saved_lines(g, "/tmp/keyed.conf") == ["start /dev/nvme0n1p1 7000 key=/tmp/k"]
+    assert ctl(g, "stop", "all")[0] == 0
+    rc, out, err = ctl(g, "restore", "/tmp/keyed.conf")
+    assert rc == 0, (out, err)
+    assert instances(g)[7000]["auth"] == "header"
+
+
 def test_same_device_twice_rw(netblk):
     g = netblk
     start(g, P1, 7000)

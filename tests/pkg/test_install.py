@@ -29,6 +29,9 @@ def test_staged_install_puts_everything_under_destdir(tmp_path):
                  "usr/local/share/bash-completion/completions/netblkctl"):
         assert (tmp_path / path).is_file(), path
     assert (site / "netblk.py").is_file()
+    unit = (tmp_path / "usr/local/lib/systemd/system/netblk.service").read_text()
+    assert "ExecStart=/usr/local/sbin/netblkctl restore\n" in unit
+    assert "@" not in unit
     # the installed command finds the installed module, not the tree's
     r = run([str(tmp_path / "usr/local/bin/netblk"), "--version"], cwd="/",
             env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
@@ -44,6 +47,8 @@ def test_prefix_usr_uses_debians_python_directory(tmp_path):
     assert (tmp_path / "usr/lib/python3/dist-packages/netblk.py").is_file()
     assert (tmp_path / "usr/sbin/netblkctl").is_file()
     assert (tmp_path / "usr/share/man/man8/netblkctl.8").is_file()
+    unit = (tmp_path / "lib/systemd/system/netblk.service").read_text()
+    assert "ExecStart=/usr/sbin/netblkctl restore\n" in unit
 
 
 def test_install_mod_path_prefixes_the_module(tmp_path):

@@ -87,6 +87,13 @@ def test_the_tools_are_installed_and_agree(installed):
     assert Path("/usr/share/bash-completion/completions/netblkctl").is_file()
 
 
+def test_the_unit_passes_systemd_analyze_verify(installed):
+    unit = Path("/lib/systemd/system/netblk.service")
+    assert "ExecStart=/usr/sbin/netblkctl restore\n" in unit.read_text()
+    r = run(["systemd-analyze", "verify", str(unit)], check=False)
+    assert r.returncode == 0 and "netblk" not in r.stderr, r.stderr
+
+
 def test_the_packaged_module_and_netblkctl_serve_in_the_guest(installed, tmp_path):
     """The guest boots with DKMS's netblk.ko and the package's netblkctl and
     runs end-to-end tests with them: versions, start/list/stop, data."""

@@ -1,6 +1,7 @@
 // netblkctl: start, stop, list and watch the instances of netblk.ko.
 //
 // Exit status: 0 done, 1 the kernel refused (or is unreachable), 2 bad usage.
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cerrno>
 #include <charconv>
@@ -9,6 +10,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <dirent.h>
+#include <fcntl.h>
 #include <net/if.h>
 #include <optional>
 #include <poll.h>
@@ -26,6 +29,7 @@
 
 #include "format.h"
 #include "netblk.h"
+#include "config.h"
 #include "prometheus.h"
 #include "settings.h"
 #include "watch.h"
@@ -47,6 +51,8 @@ constexpr const char usage_text[] =
 	"       netblkctl attach <addr> <port> [ro] [dev=IFACE] [queue-depth=N] [timeout=S]\n"
 	"                       [key=FILE]\n"
 	"       netblkctl detach <netblkN>|all [--force]\n"
+	"       netblkctl save [FILE]\n"
+	"       netblkctl restore [FILE]\n"
 	"       netblkctl genkey\n"
 	"       netblkctl --help | --version\n"
 	"\n"
@@ -84,6 +90,10 @@ constexpr const char usage_text[] =
 	"          key=FILE   tag every datagram with this key (an instance's auth=header)\n"
 	"detach  remove /dev/netblkN, or all of them; refused while one is open (mounted)\n"
 	"        unless --force, which fails its outstanding I/O\n"
+	"save    write the instances and attached devices as they run now to FILE\n"
+	"        (default " NETBLK_CONFIG_FILE "), one start or attach line each\n"
+	"restore make what runs match FILE: start or attach what is missing, leave\n"
+	"        alone what matches, start again what differs, stop or detach the rest\n"
 	"genkey  print a new random key for key= (keep it where only root can read it)\n"
 	"--version  netblkctl's release and the loaded module's\n";
 
@@ -395,27 +405,37 @@ std::optional<int> start_existing(netblk_client &client, const netblk_start_args
 	return std::nullopt;
 }
 
-int cmd_start(const std::vector<std::string_view> &argv)
+// start's words after the command; "" when fine, else what is wrong.
+std::string parse_start_argv(const std::vector<std::string_view> &argv, netblk_start_args &args,
+			     bool &exist_ok)
 {
 	if (argv.size() < 2)
-		return usage_error("start needs <blockdev> <port>");
-	netblk_start_args args;
+		return "start needs <blockdev> <port>";
 	args.device = argv[0];
 	if (args.device.empty())
-		return usage_error("empty <blockdev>");
+		return "empty <blockdev>";
 	auto port = parse_port(argv[1]);
 	if (!port)
-		return usage_error("bad port '" + std::string(argv[1]) + "' (want 1..65535)");
+		return "bad port '" + std::string(argv[1]) + "' (want 1..65535)";
 	args.port = *port;
-	bool exist_ok = false;
+	exist_ok = false;
 	for (size_t i = 2; i < argv.size(); i++) {
 		if (argv[i] == "--exist-ok") {
 			exist_ok = true;
 			continue;
 		}
 		if (std::string err = parse_start_option(argv[i], args); !err.empty())
-			return usage_error(err);
+			return err;
 	}
+	return {};
+}
+
+int cmd_start(const std::vector<std::string_view> &argv)
+{
+	netblk_start_args args;
+	bool exist_ok = false;
+	if (std::string err = parse_start_argv(argv, args, exist_ok); !err.empty())
+		return usage_error(err);
 
 	netblk_client client;
 	int rc;
@@ -651,23 +671,31 @@ std::string parse_attach_option(std::string_view arg, netblk_attach_args &args)
 	return "unknown attach option '" + std::string(arg) + "'";
 }
 
-int cmd_attach(const std::vector<std::string_view> &argv)
+// attach's words after the command; "" when fine, else what is wrong.
+std::string parse_attach_argv(const std::vector<std::string_view> &argv, netblk_attach_args &args)
 {
 	if (argv.size() < 2)
-		return usage_error("attach needs <addr> <port>");
-	netblk_attach_args args;
+		return "attach needs <addr> <port>";
 	std::string addr(argv[0]);
 	in_addr a;
 	if (inet_pton(AF_INET, addr.c_str(), &a) != 1)
-		return usage_error("bad address '" + addr + "' (want an IPv4 address, a.b.c.d)");
+		return "bad address '" + addr + "' (want an IPv4 address, a.b.c.d)";
 	args.addr = a.s_addr;
 	auto port = parse_port(argv[1]);
 	if (!port)
-		return usage_error("bad port '" + std::string(argv[1]) + "' (want 1..65535)");
+		return "bad port '" + std::string(argv[1]) + "' (want 1..65535)";
 	args.port = *port;
 	for (size_t i = 2; i < argv.size(); i++)
 		if (std::string err = parse_attach_option(argv[i], args); !err.empty())
-			return usage_error(err);
+			return err;
+	return {};
+}
+
+int cmd_attach(const std::vector<std::string_view> &argv)
+{
+	netblk_attach_args args;
+	if (std::string err = parse_attach_argv(argv, args); !err.empty())
+		return usage_error(err);
 
 	netblk_client client;
 	int rc;
@@ -713,6 +741,291 @@ int cmd_detach(const std::vector<std::string_view> &argv)
 		return failed(st);
 	printf("netblk: %u device%s detached\n", detached, detached == 1 ? "" : "s");
 	return finish();
+}
+
+// ---- save and restore (config.h) ----------------------------------------
+
+std::vector<std::string_view> views(const std::vector<std::string> &words)
+{
+	return {words.begin(), words.end()};
+}
+
+// The whole of `path`; false with errno when it cannot be read.
+bool read_text_file(const std::string &path, std::string &out)
+{
+	FILE *f = fopen(path.c_str(), "re");
+	if (!f)
+		return false;
+	char buf[4096];
+	size_t n;
+	out.clear();
+	while ((n = fread(buf, 1, sizeof(buf), f)) > 0)
+		out.append(buf, n);
+	bool ok = !ferror(f);
+	fclose(f);
+	return ok;
+}
+
+// A name of the block device at `path` that survives a reboot: a link in
+// /dev/disk/by-id (then by-partuuid, by-uuid, by-path) to the same device;
+// `path` itself when it is one already or when there is none.
+std::string stable_device_path(const std::string &path)
+{
+	struct stat want;
+	if (path.starts_with("/dev/disk/") || path.starts_with("/dev/mapper/") ||
+	    stat(path.c_str(), &want) != 0 || !S_ISBLK(want.st_mode))
+		return path;
+	for (const char *dir : {"/dev/disk/by-id", "/dev/disk/by-partuuid", "/dev/disk/by-uuid",
+				"/dev/disk/by-path"}) {
+		DIR *d = opendir(dir);
+		if (!d)
+			continue;
+		std::vector<std::string> names;
+		while (dirent *e = readdir(d))
+			if (e->d_name[0] != '.')
+				names.emplace_back(e->d_name);
+		closedir(d);
+		std::sort(names.begin(), names.end());
+		for (const std::string &name : names) {
+			std::string link = std::string(dir) + "/" + name;
+			struct stat st;
+			if (stat(link.c_str(), &st) == 0 && S_ISBLK(st.st_mode) &&
+			    st.st_rdev == want.st_rdev)
+				return link;
+		}
+	}
+	return path;
+}
+
+// The NIC's MTU now; 0 when it cannot be read.
+uint32_t nic_mtu(const std::string &ifname)
+{
+	std::string text;
+	if (!read_text_file("/sys/class/net/" + ifname + "/mtu", text))
+		return 0;
+	return parse_u32(text.substr(0, text.find('\n'))).value_or(0);
+}
+
+// The file's lines as commands: all of them parsed (key files read), or
+// the first thing wrong as "FILE:N: ...".
+struct config_entry {
+	config_line line;
+	netblk_start_args start;	// command "start"
+	netblk_attach_args attach;	// command "attach"
+	std::string nic;		// start: the XDP NIC (dev= or the default route's)
+};
+
+std::string load_config(const std::string &file, std::vector<config_entry> &out)
+{
+	std::string text;
+	if (!read_text_file(file, text))
+		return "cannot read " + file + ": " + strerror(errno) +
+		       (errno == ENOENT ? " (netblkctl save writes one)" : "");
+	std::vector<config_line> lines;
+	if (std::string err = parse_config(text, file, lines); !err.empty())
+		return err;
+	for (config_line &l : lines) {
+		config_entry e;
+		std::string where = file + ":" + std::to_string(l.lineno) + ": ";
+		if (l.command == "start") {
+			bool exist_ok = false;
+			if (std::string err = parse_start_argv(views(l.args), e.start, exist_ok);
+			    !err.empty())
+				return where + err;
+			if (exist_ok)
+				return where + "--exist-ok has no place here (restore compares anyway)";
+			if (!e.start.ifname && !(e.start.ifname = default_route_ifname()))
+				return where + "no default route: name the NIC with dev=IFACE";
+			e.nic = vlan_real_device(*e.start.ifname);
+			for (const config_entry &o : out)
+				if (o.line.command == "start" && o.start.port == e.start.port)
+					return where + "port " + std::to_string(e.start.port) +
+					       " again (line " + std::to_string(o.line.lineno) + ")";
+		} else {
+			if (std::string err = parse_attach_argv(views(l.args), e.attach); !err.empty())
+				return where + err;
+			for (const config_entry &o : out)
+				if (o.line.command == "attach" && o.attach.addr == e.attach.addr &&
+				    o.attach.port == e.attach.port)
+					return where + "that instance again (line " +
+					       std::to_string(o.line.lineno) + ")";
+		}
+		e.line = std::move(l);
+		out.push_back(std::move(e));
+	}
+	return {};
+}
+
+// save [FILE]: what runs now, one line each.  A line of the file that still
+// describes what runs is kept as written (its key=, its cpu=); a keyed
+// instance or attachment the file does not describe cannot be written
+// (the kernel never gives a key back) and fails the save.
+int cmd_save(const std::vector<std::string_view> &argv)
+{
+	if (argv.size() > 1)
+		return usage_error("save takes at most one FILE");
+	std::string file = argv.empty() ? NETBLK_CONFIG_FILE : std::string(argv[0]);
+	std::vector<config_entry> old;
+	if (access(file.c_str(), F_OK) == 0) {
+		if (std::string err = load_config(file, old); !err.empty()) {
+			fprintf(stderr, "netblkctl: %s: fix it or remove it first\n", err.c_str());
+			return exit_failed;
+		}
+	}
+	std::vector<netblk_instance> insts;
+	std::vector<netblk_attached> atts;
+	if (int rc = dump_instances(insts))
+		return rc;
+	if (int rc = dump_attached(atts))
+		return rc;
+
+	std::vector<std::string> lines;
+	std::vector<std::string> unsaved;
+	for (const netblk_instance &inst : insts) {
+		if (inst.stopping())
+			continue;
+		const config_entry *kept = nullptr;
+		for (const config_entry &e : old)
+			if (e.line.command == "start" && e.start.port == inst.port &&
+			    start_differs(e.start, e.nic, inst).empty())
+				kept = &e;
+		if (kept)
+			lines.push_back(kept->line.text);
+		else if (inst.auth != NETBLK_AUTH_NONE)
+			unsaved.push_back("port " + std::to_string(inst.port));
+		else
+			lines.push_back(format_start_line(inst, stable_device_path(inst.device),
+							  nic_mtu(inst.ifname)));
+	}
+	for (const netblk_attached &att : atts) {
+		const config_entry *kept = nullptr;
+		for (const config_entry &e : old)
+			if (e.line.command == "attach" && e.attach.addr == att.addr &&
+			    e.attach.port == att.port && e.attach.read_only == att.read_only &&
+			    (e.attach.key.has_value() == (att.auth != NETBLK_AUTH_NONE)))
+				kept = &e;
+		if (kept)
+			lines.push_back(kept->line.text);
+		else if (att.auth != NETBLK_AUTH_NONE)
+			unsaved.push_back(att.disk);
+		else
+			lines.push_back(format_attach_line(att));
+	}
+	if (!unsaved.empty()) {
+		std::string list;
+		for (const std::string &u : unsaved)
+			list += (list.empty() ? "" : ", ") + u;
+		fprintf(stderr, "netblkctl: %s take%s a key, which the kernel does not give back, "
+			"and %s has no line for %s: add it there by hand (... key=FILE); "
+			"nothing was written\n", list.c_str(), unsaved.size() == 1 ? "s" : "",
+			file.c_str(), unsaved.size() == 1 ? "it" : "them");
+		return exit_failed;
+	}
+
+	// Written beside it and renamed over it: a crash leaves the old or the new.
+	std::string dir = file.substr(0, file.rfind('/'));
+	if (file.starts_with(NETBLK_CONFIG_FILE) && !dir.empty())
+		mkdir(dir.c_str(), 0755);
+	std::string tmp = file + ".tmp";
+	std::string text = format_config(lines);
+	int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+	    fsync(fd) != 0 || close(fd) != 0 || rename(tmp.c_str(), file.c_str()) != 0) {
+		fprintf(stderr, "netblkctl: cannot write %s: %s\n", file.c_str(), strerror(errno));
+		unlink(tmp.c_str());
+		return exit_failed;
+	}
+	size_t n_att = atts.size(), n_inst = lines.size() - n_att;
+	printf("netblk: saved %zu instance%s and %zu attached device%s to %s\n", n_inst,
+	       n_inst == 1 ? "" : "s", n_att, n_att == 1 ? "" : "s", file.c_str());
+	return finish();
+}
+
+// restore [FILE]: what runs made to match the file -- started what is
+// missing, left alone what already matches, started again what differs,
+// stopped (detached) what the file does not name -- each step said.  Every
+// line is checked before anything is done; a step that fails does not stop
+// the others, and makes the exit status 1.
+int cmd_restore(const std::vector<std::string_view> &argv)
+{
+	if (argv.size() > 1)
+		return usage_error("restore takes at most one FILE");
+	std::string file = argv.empty() ? NETBLK_CONFIG_FILE : std::string(argv[0]);
+	std::vector<config_entry> want;
+	if (std::string err = load_config(file, want); !err.empty()) {
+		fprintf(stderr, "netblkctl: %s; nothing was changed\n", err.c_str());
+		return exit_failed;
+	}
+	std::vector<netblk_instance> insts;
+	std::vector<netblk_attached> atts;
+	if (int rc = dump_instances(insts))
+		return rc;
+	if (int rc = dump_attached(atts))
+		return rc;
+
+	int result = 0;
+	auto step = [&](int rc) {
+		fflush(stdout);
+		if (rc != 0)
+			result = exit_failed;
+	};
+	for (const netblk_instance &inst : insts) {
+		bool named = false;
+		for (const config_entry &e : want)
+			named |= e.line.command == "start" && e.start.port == inst.port;
+		if (!named && !inst.stopping()) {
+			printf("netblk: port %u is not in %s: stopping it\n", inst.port, file.c_str());
+			step(cmd_stop({std::to_string(inst.port)}));
+		}
+	}
+	for (const netblk_attached &att : atts) {
+		bool named = false;
+		for (const config_entry &e : want)
+			named |= e.line.command == "attach" && e.attach.addr == att.addr &&
+				 e.attach.port == att.port;
+		if (!named) {
+			printf("netblk: %s is not in %s: detaching it\n", att.disk.c_str(), file.c_str());
+			step(cmd_detach({att.disk}));
+		}
+	}
+	for (const config_entry &e : want) {
+		std::vector<std::string_view> args = views(e.line.args);
+		if (e.line.command == "attach") {
+			const netblk_attached *have = nullptr;
+			for (const netblk_attached &att : atts)
+				if (att.addr == e.attach.addr && att.port == e.attach.port)
+					have = &att;
+			if (have) {
+				printf("netblk: %s %s: attached already (%s)\n", file.c_str(),
+				       e.line.text.c_str(), have->disk.c_str());
+				continue;
+			}
+			step(cmd_attach(args));
+			continue;
+		}
+		const netblk_instance *have = nullptr;
+		for (const netblk_instance &inst : insts)
+			if (inst.port == e.start.port)
+				have = &inst;
+		if (have) {
+			std::string diff = start_differs(e.start, e.nic, *have);
+			if (diff.empty()) {
+				printf("netblk: port %u: serving as %s says\n", e.start.port,
+				       file.c_str());
+				continue;
+			}
+			printf("netblk: port %u differs from %s (%s): starting it again\n",
+			       e.start.port, file.c_str(), diff.c_str());
+			if (!have->stopping()) {
+				int rc = cmd_stop({std::to_string(e.start.port)});
+				step(rc);
+				if (rc != 0)
+					continue;
+			}
+		}
+		step(cmd_start(args));
+	}
+	return result ? result : finish();
 }
 
 struct watch_options {
@@ -953,6 +1266,10 @@ int main(int argc, char **argv)
 		return cmd_detach(args);
 	if (cmd == "genkey")
 		return cmd_genkey(args);
+	if (cmd == "save")
+		return cmd_save(args);
+	if (cmd == "restore")
+		return cmd_restore(args);
 	if (cmd == "list")
 		return cmd_list(args);
 	if (cmd == "watch")
