@@ -192,9 +192,12 @@ uint64_t netblk_core_next_work(struct netblk_core *core, uint64_t now_ns);
  * 0, or the NIC's error (a negative errno) once every transmit has failed
  * with an error for a second: the NIC cannot send this instance's replies
  * (mlx5 and i40e answer -ENXIO from a CPU they have no XDP queue for).
- * Sticky: the instance must stop.
+ * Sticky, until the worker rearms it: an instance that waited for its NIC
+ * and serves again (a NIC that was down failed what it was given).
  */
 int netblk_core_tx_failure(const struct netblk_core *core);
+/* Worker: forget the NIC's failures so far (netblk_core_tx_failure 0 again). */
+void netblk_core_tx_rearm(struct netblk_core *core);
 void netblk_core_count_sleep(struct netblk_core *core);
 /* On stop: drop what is queued and not yet at the disk; slots at the disk stay. */
 void netblk_core_drop_queued(struct netblk_core *core);

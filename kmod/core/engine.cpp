@@ -757,6 +757,13 @@ void engine::note_transmit(u32 sent, int error, u64 now_ns)
 		__atomic_store_n(&tx_failure_, error, __ATOMIC_RELAXED);
 }
 
+/* The NIC came back: what it failed before says nothing about it now. */
+void engine::tx_rearm()
+{
+	tx_error_streak_ = 0;
+	__atomic_store_n(&tx_failure_, 0, __ATOMIC_RELAXED);
+}
+
 /*
  * One transmit.  What the NIC had no room for is offered again a little
  * later (its ring drains as it sends), for up to tx_give_up_ns.
@@ -1033,6 +1040,11 @@ uint64_t netblk_core_next_work(struct netblk_core *core, uint64_t now_ns)
 int netblk_core_tx_failure(const struct netblk_core *core)
 {
 	return core->engine.tx_failure();
+}
+
+void netblk_core_tx_rearm(struct netblk_core *core)
+{
+	core->engine.tx_rearm();
 }
 
 void netblk_core_count_sleep(struct netblk_core *core)

@@ -96,6 +96,7 @@ public:
 	u32 reply(u64 now_ns);
 	u64 next_work(u64 now_ns) const;
 	int tx_failure() const { return __atomic_load_n(&tx_failure_, __ATOMIC_RELAXED); }
+	void tx_rearm();
 	void count_sleep() { add_once(worker_.worker_sleeps, 1); }
 	void drop_queued();
 	u32 at_disk() const { return (u32)(worker_.submitted - worker_.reaped); }

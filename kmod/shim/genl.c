@@ -41,6 +41,7 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_QUEUE_DEPTH]	= NLA_POLICY_RANGE(NLA_U32, 1, NETBLK_HOST_DEPTH_LIMIT),
 	[NETBLK_A_TIMEOUT_MS]	= { .type = NLA_U32 },
 	[NETBLK_A_FORCE]	= { .type = NLA_FLAG },
+	[NETBLK_A_NIC_LOSS]	= NLA_POLICY_MAX(NLA_U32, NETBLK_NIC_LOSS_STOP),
 };
 
 static struct genl_family netblk_family;
@@ -249,6 +250,11 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    (inst->state == NETBLK_STATE_STOPPING &&
 	     nla_put_u64_64bit(skb, NETBLK_A_STOPPING_MS, netblk_instance_stopping_ms(inst),
 			       NETBLK_A_PAD)) ||
+	    nla_put_u32(skb, NETBLK_A_NIC_LOSS, inst->nic_loss) ||
+	    (inst->state == NETBLK_STATE_WAITING &&
+	     (nla_put_u64_64bit(skb, NETBLK_A_WAITING_MS, netblk_instance_waiting_ms(inst),
+				NETBLK_A_PAD) ||
+	      nla_put_string(skb, NETBLK_A_WAITING_FOR, inst->waiting_for))) ||
 	    netblk_put_allow(skb, inst))
 		return -EMSGSIZE;
 	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
@@ -398,6 +404,7 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 	if (a[NETBLK_A_VLAN])
 		p->vlan = nla_get_u16(a[NETBLK_A_VLAN]);
 	p->xdp_link_fd = a[NETBLK_A_XDP_LINK_FD] ? (int)nla_get_u32(a[NETBLK_A_XDP_LINK_FD]) : -1;
+	p->nic_loss = a[NETBLK_A_NIC_LOSS] ? nla_get_u32(a[NETBLK_A_NIC_LOSS]) : NETBLK_NIC_LOSS_WAIT;
 	p->sessions = a[NETBLK_A_SESSIONS] ? nla_get_u32(a[NETBLK_A_SESSIONS]) :
 					     NETBLK_SESSIONS_DEFAULT;
 	if (a[NETBLK_A_KEY]) {

@@ -55,6 +55,57 @@ u64 netblk_instance_stopping_ms(const struct netblk_instance *inst)
 	return div_u64(ktime_get_boottime_ns() - inst->stopping_ns, NSEC_PER_MSEC);
 }
 
+u64 netblk_instance_waiting_ms(const struct netblk_instance *inst)
+{
+	if (inst->state != NETBLK_STATE_WAITING)
+		return 0;
+	return div_u64(ktime_get_boottime_ns() - inst->waiting_ns, NSEC_PER_MSEC);
+}
+
+/*
+ * Its NIC went down, lost the address or the MTU (monitor.c): wait for it,
+ * holding the disk, the port and the XDP program -- nothing is torn down,
+ * so that serving again is only a state.  @why is said in LIST and on the
+ * events group, and kept up to date while it waits.
+ */
+void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why)
+{
+	lockdep_assert_held(&netblk_lock);
+	if (inst->state == NETBLK_STATE_WAITING) {
+		strscpy(inst->waiting_for, why, sizeof(inst->waiting_for));
+		return;
+	}
+	if (inst->state != NETBLK_STATE_SERVING)
+		return;
+	inst->state = NETBLK_STATE_WAITING;
+	inst->waiting_ns = ktime_get_boottime_ns();
+	strscpy(inst->waiting_for, why, sizeof(inst->waiting_for));
+	pr_info("port %u waits: %s\n", inst->port, why);
+	netblk_genl_notify(inst, NETBLK_EVENT_WAITING, 0, 0, why);
+}
+
+/*
+ * The NIC is back as it was: serve again.  The NIC may have failed replies
+ * while it was away; the worker, the only writer of those counts, is told
+ * to forget them before the reaper looks at them again.
+ */
+void netblk_instance_resume(struct netblk_instance *inst)
+{
+	char msg[64];
+
+	lockdep_assert_held(&netblk_lock);
+	if (inst->state != NETBLK_STATE_WAITING)
+		return;
+	snprintf(msg, sizeof(msg), "%s is back after %llu ms", inst->nic->name,
+		 netblk_instance_waiting_ms(inst));
+	WRITE_ONCE(inst->tx_rearm, true);
+	inst->state = NETBLK_STATE_SERVING;
+	inst->waiting_for[0] = '\0';
+	pr_info("port %u serves again: %s\n", inst->port, msg);
+	netblk_genl_notify(inst, NETBLK_EVENT_RESUMED, 0, 0, msg);
+	netblk_worker_kick(inst);
+}
+
 /* ---- the UDP port ---- */
 
 /*
@@ -397,6 +448,7 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	inst->poll_us = p->poll_us;
 	inst->sessions = p->sessions;
 	inst->auth = p->auth;
+	inst->nic_loss = p->nic_loss;
 	inst->nr_allow = p->nr_allow;
 	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
 }
@@ -482,7 +534,7 @@ void netblk_instance_stop(struct netblk_instance *inst, enum netblk_stop_reason 
 			  const char *msg)
 {
 	lockdep_assert_held(&netblk_lock);
-	if (inst->state != NETBLK_STATE_SERVING)
+	if (inst->state == NETBLK_STATE_STOPPING)
 		return;
 	inst->state = NETBLK_STATE_STOPPING;
 	inst->stopping_ns = ktime_get_boottime_ns();

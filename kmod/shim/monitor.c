@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Watching what an instance stands on.  When its NIC goes down, goes away,
- * loses the address the instance answers on, lowers its MTU below the
- * instance's, fails every reply, or starts hiding VLAN tags from XDP; when
- * its own netblk<port> device is taken down by hand; or when its block device
- * is removed, the instance stops on its own and says why on the events
- * group.  Disk I/O errors are announced too, at most one a second an
+ * Watching what an instance stands on.  When its NIC goes down, loses the
+ * address the instance answers on or lowers its MTU below the instance's,
+ * the instance waits for it to come back as it was, holding its disk and its
+ * port, and serves again by itself (nic-loss=wait, the default; with
+ * nic-loss=stop it stops).  When its NIC goes away, fails every reply, or
+ * starts hiding VLAN tags from XDP; when its own netblk<port> device is taken
+ * down by hand; or when its block device is removed, the instance stops on
+ * its own.  Each says why on the events group.  Disk I/O errors are announced too, at most one a second an
  * instance.  The reaper also releases stopping instances once their disks
  * are done, and announces those that take long.
  *
@@ -53,33 +55,50 @@ static void netblk_xmit_failure_msg(struct netblk_instance *inst, char *msg, siz
 		 inst->nic->name, err, inst->cpu);
 }
 
-/* Why @inst cannot go on serving, written into @msg; 0 when it can. */
+/*
+ * Why @inst cannot go on serving, written into @msg; 0 when it can.
+ * *@can_wait: the NIC may come back as it was (down, its address or its
+ * MTU gone) -- with nic-loss=wait the instance waits instead of stopping.
+ */
 static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *inst,
-						      char *msg, size_t size)
+						      char *msg, size_t size, bool *can_wait)
 {
 	struct net_device *nic = inst->nic, *adev = inst->addr_dev;
 	struct block_device *bdev = file_bdev(inst->bdev_file);
 	u32 mtu = READ_ONCE(adev->mtu);
 	const char *feature;
 
+	*can_wait = false;
 	if (nic->reg_state != NETREG_REGISTERED || adev->reg_state != NETREG_REGISTERED) {
 		snprintf(msg, size, "%s is going away", adev->name);
 		return NETBLK_REASON_NIC_GONE;
 	}
 	if (!(nic->flags & IFF_UP) || !(adev->flags & IFF_UP)) {
-		snprintf(msg, size, "%s went down", adev->name);
+		*can_wait = netblk_nic_xdp_survives_reopen(inst);
+		if (*can_wait)
+			snprintf(msg, size, "%s went down", adev->name);
+		else
+			snprintf(msg, size, "%s went down (%s runs no XDP after a reopen)",
+				 adev->name, inst->driver);
 		return NETBLK_REASON_NIC_GONE;
 	}
 	if (!netblk_nic_has_addr(adev, inst->addr)) {
 		snprintf(msg, size, "%s lost its address %pI4", adev->name, &inst->addr);
+		*can_wait = true;
 		return NETBLK_REASON_NIC_GONE;
 	}
 	if (mtu < inst->mtu) {
 		snprintf(msg, size, "%s's mtu fell to %u, below the instance's %u: start it with mtu=%u",
 			 adev->name, mtu, inst->mtu, mtu);
+		*can_wait = netblk_nic_xdp_survives_reopen(inst);
 		return NETBLK_REASON_NIC_MTU;
 	}
-	if (test_bit(NETBLK_TX_FAILED, &inst->flags)) {
+	/*
+	 * Failures while it waited, or not yet forgotten by the worker since,
+	 * came from the NIC's absence: they do not count.
+	 */
+	if (test_bit(NETBLK_TX_FAILED, &inst->flags) && inst->state == NETBLK_STATE_SERVING &&
+	    !READ_ONCE(inst->tx_rearm)) {
 		netblk_xmit_failure_msg(inst, msg, size);
 		return NETBLK_REASON_NIC_XMIT;
 	}
@@ -119,6 +138,7 @@ static void netblk_announce_io_error(struct netblk_instance *inst)
 static void netblk_check_instance(struct netblk_instance *inst)
 {
 	enum netblk_stop_reason reason;
+	bool can_wait;
 	char msg[128];
 
 	if (inst->state == NETBLK_STATE_STOPPING) {
@@ -129,9 +149,16 @@ static void netblk_check_instance(struct netblk_instance *inst)
 		return;
 	}
 	netblk_announce_io_error(inst);
-	reason = netblk_instance_broken(inst, msg, sizeof(msg));
-	if (reason)
-		netblk_instance_stop(inst, reason, msg);
+	reason = netblk_instance_broken(inst, msg, sizeof(msg), &can_wait);
+	if (!reason) {
+		netblk_instance_resume(inst);	/* if it waited */
+		return;
+	}
+	if (can_wait && inst->nic_loss == NETBLK_NIC_LOSS_WAIT) {
+		netblk_instance_wait_nic(inst, msg);
+		return;
+	}
+	netblk_instance_stop(inst, reason, msg);
 }
 
 static void netblk_reap(struct work_struct *work)
@@ -149,10 +176,12 @@ static void netblk_reap(struct work_struct *work)
 static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, void *ptr)
 {
 	/*
-	 * What may stop an instance: the reaper looks.  The MTU and MAC replies
-	 * use are the worker's to follow, each round.
+	 * What may stop an instance, make it wait or let it serve again: the
+	 * reaper looks.  The MTU and MAC replies use are the worker's to
+	 * follow, each round.
 	 */
 	switch (event) {
+	case NETDEV_UP:
 	case NETDEV_DOWN:
 	case NETDEV_UNREGISTER:
 	case NETDEV_CHANGENAME:
@@ -167,7 +196,7 @@ static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, v
 
 static int netblk_inetaddr_event(struct notifier_block *nb, unsigned long event, void *ptr)
 {
-	if (event == NETDEV_DOWN)
+	if (event == NETDEV_DOWN || event == NETDEV_UP)
 		netblk_monitor_kick();
 	return NOTIFY_DONE;
 }

@@ -51,6 +51,7 @@ struct netblk_start_params {
 	bool has_key;
 	u8 key[NETBLK_KEY_BYTES];
 	u32 auth;		/* enum netblk_auth */
+	u32 nic_loss;		/* enum netblk_nic_loss */
 };
 
 struct netblk_io;
@@ -70,6 +71,8 @@ struct netblk_instance {
 	u64 stopping_ns;		/* boottime it began stopping */
 	bool lingering;			/* announced as still stopping; holds the module */
 	bool finished;			/* everything released, off the list */
+	u64 waiting_ns;			/* boottime it began waiting for its NIC */
+	char waiting_for[96];		/* what it waits for, while WAITING */
 	struct completion drained;	/* the worker has nothing left at the disk */
 
 	/* what it serves, fixed once started */
@@ -82,6 +85,7 @@ struct netblk_instance {
 	u16 vlan;			/* 0: untagged */
 	u32 sessions;			/* protocol v2 sessions it holds */
 	u32 auth;			/* enum netblk_auth (the key is the core's alone) */
+	u32 nic_loss;			/* enum netblk_nic_loss */
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];	/* netblkctl puts them in the XDP program */
 	u64 size_bytes;
@@ -125,6 +129,7 @@ struct netblk_instance {
 	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, NETBLK_TX_FAILED */
 	u64 io_error_offset;		/* the last failed request's */
 	unsigned long io_error_announced; /* jiffies */
+	bool tx_rearm;			/* resumed: the worker forgets the NIC's failures */
 };
 
 #define NETBLK_IO_ERROR_PENDING	0	/* a disk error not announced yet */
@@ -147,6 +152,9 @@ void netblk_instance_put(struct netblk_instance *inst);
 struct netblk_instance *netblk_instance_find(u16 port);
 u64 netblk_instance_uptime_ms(const struct netblk_instance *inst);
 u64 netblk_instance_stopping_ms(const struct netblk_instance *inst);
+void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why);
+void netblk_instance_resume(struct netblk_instance *inst);
+u64 netblk_instance_waiting_ms(const struct netblk_instance *inst);
 
 /* nic.c */
 int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
@@ -156,6 +164,7 @@ bool netblk_nic_has_addr(struct net_device *dev, __be32 addr);
 int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_ext_ack *extack);
 void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
 const char *netblk_nic_hides_vlans(struct net_device *nic);
+bool netblk_nic_xdp_survives_reopen(const struct netblk_instance *inst);
 void netblk_nic_refresh_link(struct netblk_instance *inst);
 
 /* handoff.c */

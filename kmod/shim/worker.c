@@ -277,6 +277,13 @@ static void netblk_worker_sleep(struct netblk_instance *inst)
 
 static void netblk_worker_check_nic(struct netblk_instance *inst)
 {
+	/* serving again after waiting for the NIC: its failures are forgotten */
+	if (unlikely(READ_ONCE(inst->tx_rearm))) {
+		netblk_core_tx_rearm(inst->core);
+		clear_bit(NETBLK_TX_FAILED, &inst->flags);
+		smp_mb__after_atomic();	/* the reaper sees the bit clear once tx_rearm is */
+		WRITE_ONCE(inst->tx_rearm, false);
+	}
 	/* the NIC fails every reply: the reaper stops the instance and says why */
 	if (unlikely(netblk_core_tx_failure(inst->core)) &&
 	    !test_and_set_bit(NETBLK_TX_FAILED, &inst->flags))

@@ -7,7 +7,8 @@
  *
  * START  (doit, CAP_NET_ADMIN)  DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
  *                               [CPU], [POLL_US], [VLAN], [ALLOW],
- *                               [XDP_LINK_FD]
+ *                               [XDP_LINK_FD], [SESSIONS], [KEY], [AUTH],
+ *                               [NIC_LOSS]
  *        reply: one NETBLK_CMD_START message describing the new instance
  *        (the same attributes as a LIST entry).  The caller then steers
  *        (ADDR, PORT, VLAN) to HANDOFF_IFINDEX in the NIC program's maps,
@@ -138,6 +139,10 @@ enum netblk_attr {
 	NETBLK_A_TIMEOUT_MS,	/* u32: ATTACH: fail I/O not done in this long; absent or 0: never */
 	NETBLK_A_FORCE,		/* flag: DETACH an open device */
 	NETBLK_A_HOST_STATS,	/* nested: enum netblk_host_stat_attr (ATTACHED) */
+	/* u32, enum netblk_nic_loss: START's nic-loss=; LIST: the instance's */
+	NETBLK_A_NIC_LOSS,
+	NETBLK_A_WAITING_MS,	/* u64: how long it has been waiting for its NIC */
+	NETBLK_A_WAITING_FOR,	/* string: what it waits for ("eth0 is down") */
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
@@ -155,11 +160,25 @@ enum netblk_event {
 	 * once the disk answers.
 	 */
 	NETBLK_EVENT_STOPPING,
+	/*
+	 * its NIC went down, lost the instance's address or lowered its MTU
+	 * below the instance's: it keeps its disk and its port and waits
+	 * (nic-loss=wait).  MESSAGE says what for.
+	 */
+	NETBLK_EVENT_WAITING,
+	NETBLK_EVENT_RESUMED,	/* the NIC is back: serving again.  MESSAGE: after how long */
+};
+
+/* What an instance does when its NIC goes down, loses the address or the MTU. */
+enum netblk_nic_loss {
+	NETBLK_NIC_LOSS_WAIT,	/* wait for it to come back (the default) */
+	NETBLK_NIC_LOSS_STOP,	/* stop, as a vanished NIC or disk does */
 };
 
 enum netblk_state {
 	NETBLK_STATE_SERVING = 1,
 	NETBLK_STATE_STOPPING,	/* waits for its disk to finish before it is released */
+	NETBLK_STATE_WAITING,	/* waits for its NIC (NETBLK_EVENT_WAITING); holds its disk and port */
 };
 
 enum netblk_stop_reason {

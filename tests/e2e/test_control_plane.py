@@ -437,7 +437,7 @@ def restore_eth0(g):
 
 def test_nic_down_stops_instance(netblk):
     g = netblk
-    start(g, P1, 7000)
+    start(g, P1, 7000, "nic-loss=stop")
     g.check("ip link set eth0 down")
     try:
         wait_gone(g, 7000)
@@ -449,13 +449,64 @@ def test_nic_down_stops_instance(netblk):
 
 def test_nic_address_removed_stops_instance(netblk):
     g = netblk
-    start(g, P1, 7000)
+    start(g, P1, 7000, "nic-loss=stop")
     g.check("ip addr del 10.0.2.15/24 dev eth0")
     try:
         wait_gone(g, 7000)
         wait_no_kthreads(g)
     finally:
         restore_eth0(g)
+
+
+def test_an_instance_waits_for_its_nic_holding_disk_and_port(netblk):
+    """nic-loss=wait, the default: down, its address gone, its MTU lowered --
+    each time the instance keeps its disk, its port and its worker, says what
+    it waits for, and serves again when the NIC is back as it was.  vmxnet3
+    runs no XDP program after a reopen (down and up, or an MTU change): there
+    the instance stops instead, saying so."""
+    g = netblk
+    reopen_kills_xdp = g.nic == "vmxnet3"
+    start(g, P1, 7000, "mtu=1500")
+    worker = worker_of(g, 7000)
+    try:
+        for breaks, why, reopens in (
+                ("ip link set eth0 down", "eth0 went down", True),
+                ("ip addr del 10.0.2.15/24 dev eth0", "eth0 lost its address 10.0.2.15", False),
+                ("ip link set eth0 mtu 1400",
+                 "eth0's mtu fell to 1400, below the instance's 1500", True)):
+            g.check(breaks)
+            if reopens and reopen_kills_xdp:
+                wait_gone(g, 7000)
+                assert f"stopped serving /dev/nvme0n1p1 on port 7000: {why}" in g.dmesg()
+                restore_eth0(g)
+                g.check("ip link set eth0 mtu 1500")
+                start(g, P1, 7000, "mtu=1500")
+                worker = worker_of(g, 7000)
+                continue
+            inst = wait_state(g, 7000, "waiting")
+            assert inst["waiting_for"].startswith(why), inst
+            # the port's socket and the worker: still there
+            assert g.run("grep -q ':1B58 ' /proc/net/udp")[0] == 0, "port 7000 let go"
+            assert worker_of(g, 7000) == worker
+            assert "WAITING for" in ctl(g, "list")[1]
+            restore_eth0(g)
+            g.check("ip link set eth0 mtu 1500")
+            wait_state(g, 7000, "serving")
+    finally:
+        restore_eth0(g)
+        g.check("ip link set eth0 mtu 1500")
+    assert set(instances(g)) == {7000}
+    assert "port 7000 serves again: eth0 is back after" in g.dmesg()
+
+
+def wait_state(g, port, state, timeout=60):
+    deadline = time.monotonic() + timeout
+    while True:
+        inst = instances(g).get(port)
+        if inst and inst["state"] == state:
+            return inst
+        assert time.monotonic() < deadline, f"port {port} never {state}: {inst}"
+        time.sleep(0.2)
 
 
 NULLB = "/sys/kernel/config/nullb/nbt"

@@ -315,7 +315,7 @@ def test_the_handoff_device_is_the_instances(rig):
 
 def test_a_lowered_mtu_stops_the_instance(rig):
     g = rig.g
-    start(g, P1, PORT, "dev=nbv0")
+    start(g, P1, PORT, "dev=nbv0", "nic-loss=stop")
     g.check("(netblkctl watch --json --interval 5 --count 2 > /tmp/watch-mtu.out 2>&1 &); sleep 1")
     g.check("ip link set nbv0 mtu 1200")
     wait_stopped(g, PORT, r"nbv0's mtu fell to 1200, below the instance's 1500: start it with mtu=1200")

@@ -201,8 +201,8 @@ def test_watch_reports_rates_and_a_stop(netblk):
 
 def test_nic_down_stops_the_instance_and_says_why(netblk):
     g = netblk
-    start(g, P1, 7000)
-    start(g, P2, 7001, "ro")
+    start(g, P1, 7000, "nic-loss=stop")
+    start(g, P2, 7001, "ro", "nic-loss=stop")
     out = start_watch(g, "nic")
     try:
         g.check("ip link set eth0 down")

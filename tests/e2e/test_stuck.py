@@ -150,7 +150,7 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
     those pages, is freed."""
     g = suspended_dm
     g.check(f"echo > {TRACE}/trace; echo 1 > {TRACE}/events/page_pool/page_pool_release/enable")
-    start(g, f"/dev/mapper/{DM}", 7000)
+    start(g, f"/dev/mapper/{DM}", 7000, "nic-loss=stop")
     g.check(f"{DMSETUP} suspend {DM}", timeout=60)
     load = Load(g, 7000, 1 << 20)
     load.start()

@@ -107,7 +107,7 @@ def test_netblkctl_man_synopsis_is_the_usage():
 def test_netblkctl_man_describes_every_option():
     commands = man_sections("netblkctl.8")["COMMANDS"]
     for cmd, ws in ctl_usage().items():
-        for w in ws - PLACEHOLDERS - {"all", "header", "full"}:
+        for w in ws - PLACEHOLDERS - {"all", "header", "full", "wait", "stop"}:
             assert re.search(r"\*[^*\n]*" + re.escape(w) + r"[^*\n]*\*", commands), \
                 f"netblkctl(8) COMMANDS does not describe {cmd}'s {w}"
 
@@ -120,10 +120,11 @@ def test_netblkctl_completion_offers_the_usage():
     offered = set()
     for wl in re.findall(r'-W "([^"$]*)"', comp.split("case", 1)[1]):
         offered |= set(re.findall(r"--[a-z-]+|\b[a-z-]+=", wl))
-    wanted = set().union(*usage.values()) - PLACEHOLDERS - {"all", "header", "full", "ro"}
+    wanted = set().union(*usage.values()) - PLACEHOLDERS - {"all", "header", "full", "ro",
+                                                            "wait", "stop"}
     wanted -= {"--help", "--version"}
     assert wanted <= offered, sorted(wanted - offered)
-    assert offered - {"dev=", "key=", "auth="} <= wanted | {"dev=", "key=", "auth="}, \
+    assert offered - {"dev=", "key=", "auth=", "nic-loss="} <= wanted, \
         sorted(offered - wanted)
 
 

@@ -493,6 +493,38 @@ TEST_F(instance_fixture, NicFailingEveryTransmitForASecondIsAnInstanceFailure)
 	EXPECT_GT(s.replies_dropped, 0u) << "each reply gives up after 100 ms";
 }
 
+TEST_F(instance_fixture, RearmedAfterTheNicCameBackItTakesAnotherWholeSecondToFail)
+{
+	/* a NIC that was down failed every reply; it came back (monitor.c resumes) */
+	inst->nic_error = -100;	/* -ENETDOWN */
+	uint64_t t = now;
+	for (; netblk_core_tx_failure(inst->core) == 0; t += 10000000) {
+		ASSERT_LT(t, now + 2000000000ull) << "never took for a failure";
+		receive(to_server(write_request(0, pattern(512, 1))));
+		netblk_core_submit(inst->core, t);
+		netblk_core_reply(inst->core, t);
+	}
+	netblk_core_tx_rearm(inst->core);
+	EXPECT_EQ(netblk_core_tx_failure(inst->core), 0) << "forgotten";
+	/* failing again: not at once, only after another second of it */
+	uint64_t t1 = t;
+	for (; t < t1 + 500000000ull; t += 10000000) {
+		receive(to_server(write_request(0, pattern(512, 1))));
+		netblk_core_submit(inst->core, t);
+		netblk_core_reply(inst->core, t);
+		ASSERT_EQ(netblk_core_tx_failure(inst->core), 0) << "failed again too soon, at " << t - t1;
+	}
+	/* and back for real: replies go out */
+	inst->nic_error = 0;
+	receive(to_server(write_request(0, pattern(512, 2))));
+	netblk_core_submit(inst->core, t);
+	netblk_core_reply(inst->core, t);
+	for (uint64_t u = t; u < t + 200000000ull; u += 10000000)
+		netblk_core_reply(inst->core, u);
+	EXPECT_FALSE(inst->sent.empty());
+	EXPECT_EQ(netblk_core_tx_failure(inst->core), 0);
+}
+
 TEST_F(instance_fixture, NicErrorsThatStopAreNoFailure)
 {
 	inst->nic_error = -6;

@@ -89,6 +89,8 @@ std::string format_start_line(const netblk_instance &inst, const std::string &de
 		l += " sessions=" + std::to_string(inst.sessions);
 	for (size_t i = 0; i < inst.allow.size(); i++)
 		l += (i ? "," : " allow=") + format_prefix(inst.allow[i]);
+	if (inst.nic_loss == NETBLK_NIC_LOSS_STOP)
+		l += " nic-loss=stop";
 	return l;
 }
 

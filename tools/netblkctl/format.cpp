@@ -220,8 +220,12 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	o << "{\"port\": " << inst.port
 	  << ", \"device\": " << json_string(inst.device)
 	  << ", \"read_only\": " << (inst.read_only ? "true" : "false")
-	  << ", \"state\": " << (inst.stopping() ? "\"stopping\"" : "\"serving\"")
+	  << ", \"state\": "
+	  << (inst.stopping() ? "\"stopping\"" : inst.waiting() ? "\"waiting\"" : "\"serving\"")
 	  << ", \"stopping_ms\": " << inst.stopping_ms
+	  << ", \"waiting_ms\": " << inst.waiting_ms
+	  << ", \"waiting_for\": " << json_string(inst.waiting_for)
+	  << ", \"nic_loss\": \"" << nic_loss_name(inst.nic_loss) << "\""
 	  << ", \"ifname\": " << json_string(inst.ifname)
 	  << ", \"ifindex\": " << inst.ifindex
 	  << ", \"driver\": " << json_string(inst.driver)
@@ -380,6 +384,11 @@ const char *auth_name(uint32_t auth)
 	}
 }
 
+const char *nic_loss_name(uint32_t nic_loss)
+{
+	return nic_loss == NETBLK_NIC_LOSS_STOP ? "stop" : "wait";
+}
+
 std::string format_started(const netblk_instance &inst)
 {
 	std::ostringstream o;
@@ -469,6 +478,9 @@ std::string format_instance_text(const netblk_instance &inst)
 	if (inst.stopping())
 		o << "  STOPPING for " << inst.stopping_ms / 1000 << " s: no longer serves, waits for "
 		  << st(NETBLK_S_INFLIGHT_DISK) << " requests at the disk\n";
+	if (inst.waiting())
+		o << "  WAITING for " << inst.waiting_ms / 1000 << " s: " << inst.waiting_for
+		  << "; holds its disk and port and serves again when the NIC is back\n";
 	o << "  " << (inst.driver.empty() ? "" : inst.driver + ", ") << allow_text(inst) << "\n";
 	o << "  requests " << st(NETBLK_S_REQUESTS) << ", " << bad_text(inst)
 	  << ", refused " << st(NETBLK_S_REFUSED) << " (busy " << st(NETBLK_S_BUSY)

@@ -41,6 +41,9 @@ struct netblk_instance {
 	uint64_t uptime_ms = 0;
 	uint32_t state = 0;		// enum netblk_state; 0 when not sent
 	uint64_t stopping_ms = 0;
+	uint32_t nic_loss = 0;		// enum netblk_nic_loss
+	uint64_t waiting_ms = 0;	// while waiting for its NIC
+	std::string waiting_for;	// what for ("eth0 is down")
 	std::array<uint64_t, NETBLK_S_MAX + 1> stats{};	// by enum netblk_stat_attr
 	latency_hist latency;		// NETBLK_A_LATENCY (LIST only)
 	// Datagrams the NIC's XDP program dropped for a source not on the
@@ -48,6 +51,7 @@ struct netblk_instance {
 	std::optional<uint64_t> not_allowed;
 
 	bool stopping() const { return state == NETBLK_STATE_STOPPING; }
+	bool waiting() const { return state == NETBLK_STATE_WAITING; }
 
 	uint64_t stat(netblk_stat_attr s) const { return stats[s]; }
 };
@@ -121,6 +125,9 @@ std::string format_latency_line(const latency_hist &h,
 
 // "none", "header" or "full": an enum netblk_auth as start's auth= says it.
 const char *auth_name(uint32_t auth);
+
+// nic-loss= as the command line says it: "wait" or "stop".
+const char *nic_loss_name(uint32_t nic_loss);
 
 // The line `netblkctl start` prints (no newline).
 std::string format_started(const netblk_instance &inst);

@@ -43,7 +43,8 @@ constexpr int exit_usage = 2;
 constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
 	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N]\n"
-	"                       [key=FILE [auth=header|full]] [--exist-ok]\n"
+	"                       [key=FILE [auth=header|full]] [nic-loss=wait|stop]\n"
+	"                       [--exist-ok]\n"
 	"       netblkctl list [--attached] [--json]\n"
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
@@ -69,6 +70,8 @@ constexpr const char usage_text[] =
 	"          key=FILE   answer only datagrams tagged with this key (32 hex digits)\n"
 	"          auth=...   what the tags cover: header (default with a key), or full\n"
 	"                     (the data too)\n"
+	"          nic-loss=...  when the NIC goes down, loses the address or lowers its\n"
+	"                     MTU: wait for it to come back (default), or stop\n"
 	"          --exist-ok an instance on <port> with the settings given is success\n"
 	"list    the instances, their counters and service time, then the devices attached\n"
 	"        here (--json: the instances as a JSON array; --attached: the attached\n"
@@ -257,6 +260,24 @@ int cmd_genkey(const std::vector<std::string_view> &argv)
 	return 0;
 }
 
+// name=a or name=b (one of two words) into `out`; "" when fine, else what
+// is wrong.
+std::string parse_choice(std::string_view arg, const char *name, const char *a, uint32_t a_value,
+			 const char *b, uint32_t b_value, std::optional<uint32_t> &out)
+{
+	std::string_view word = arg.substr(strlen(name) + 1);
+	if (out)
+		return std::string(name) + "= given twice";
+	if (word == a)
+		out = a_value;
+	else if (word == b)
+		out = b_value;
+	else
+		return "bad " + std::string(name) + "= '" + std::string(word) + "' (want " + a +
+		       " or " + b + ")";
+	return {};
+}
+
 std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 {
 	if (arg == "ro") {
@@ -299,18 +320,12 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 	}
 	if (arg.starts_with("key="))
 		return read_key_file(arg.substr(4), args.key);
-	if (arg.starts_with("auth=")) {
-		std::string_view mode = arg.substr(5);
-		if (args.auth)
-			return "auth= given twice";
-		if (mode == "header")
-			args.auth = NETBLK_AUTH_HEADER;
-		else if (mode == "full")
-			args.auth = NETBLK_AUTH_FULL;
-		else
-			return "bad auth= '" + std::string(mode) + "' (want header or full)";
-		return {};
-	}
+	if (arg.starts_with("nic-loss="))
+		return parse_choice(arg, "nic-loss", "wait", NETBLK_NIC_LOSS_WAIT, "stop",
+				    NETBLK_NIC_LOSS_STOP, args.nic_loss);
+	if (arg.starts_with("auth="))
+		return parse_choice(arg, "auth", "header", NETBLK_AUTH_HEADER, "full",
+				    NETBLK_AUTH_FULL, args.auth);
 	return "unknown option '" + std::string(arg) + "'";
 }
 

@@ -142,6 +142,9 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_VLAN:        return get_uint(a, i.vlan);
 	case NETBLK_A_STATE:       return get_uint(a, i.state);
 	case NETBLK_A_STOPPING_MS: return get_uint(a, i.stopping_ms);
+	case NETBLK_A_NIC_LOSS:    return get_uint(a, i.nic_loss);
+	case NETBLK_A_WAITING_MS:  return get_uint(a, i.waiting_ms);
+	case NETBLK_A_WAITING_FOR: return get_string(a, i.waiting_for);
 	case NETBLK_A_DEVICE:      return get_string(a, i.device);
 	case NETBLK_A_PORT:        return get_uint(a, i.port);
 	case NETBLK_A_READ_ONLY:   return get_flag(a, i.read_only);
@@ -355,6 +358,8 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 		mnl_attr_put(req, NETBLK_A_KEY, args.key->size(), args.key->data());
 	if (args.auth)
 		mnl_attr_put_u32(req, NETBLK_A_AUTH, *args.auth);
+	if (args.nic_loss)
+		mnl_attr_put_u32(req, NETBLK_A_NIC_LOSS, *args.nic_loss);
 	if (!args.allow.empty()) {
 		nlattr *nest = mnl_attr_nest_start(req, NETBLK_A_ALLOW);
 		for (const netblk_prefix &p : args.allow)

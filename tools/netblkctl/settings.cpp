@@ -66,6 +66,9 @@ std::string start_differs(const netblk_start_args &want, const std::string &want
 			      differs_u32("sessions", want.sessions, have.sessions)})
 		if (!d.empty())
 			return d;
+	if (want.nic_loss && *want.nic_loss != have.nic_loss)
+		return std::string("nic-loss ") + nic_loss_name(have.nic_loss) + ", not " +
+		       nic_loss_name(*want.nic_loss);
 	if (!want.allow.empty() && !same_allow(want.allow, have.allow))
 		return "allow " + allow_text(have.allow) + ", not " + allow_text(want.allow);
 	uint32_t want_auth = want.key ? want.auth.value_or(uint32_t(NETBLK_AUTH_HEADER))

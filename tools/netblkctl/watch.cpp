@@ -101,6 +101,8 @@ const char *event_json(uint32_t event)
 	case NETBLK_EVENT_FAILED:   return "failed";
 	case NETBLK_EVENT_IO_ERROR: return "io_error";
 	case NETBLK_EVENT_STOPPING: return "stopping";
+	case NETBLK_EVENT_WAITING:  return "waiting";
+	case NETBLK_EVENT_RESUMED:  return "resumed";
 	}
 	return "unknown";
 }
@@ -376,6 +378,10 @@ std::string format_event_text(const netblk_event_info &ev)
 		return out + port + " I/O error" + (d.empty() ? "" : ": " + d);
 	case NETBLK_EVENT_STOPPING:
 		return out + port + " still stopping" + (d.empty() ? "" : ": " + d);
+	case NETBLK_EVENT_WAITING:
+		return out + port + " waiting" + (d.empty() ? "" : ": " + d);
+	case NETBLK_EVENT_RESUMED:
+		return out + port + " serving again" + (d.empty() ? "" : ": " + d);
 	}
 	return out + port + ": event " + std::to_string(ev.event) + (d.empty() ? "" : ": " + d);
 }

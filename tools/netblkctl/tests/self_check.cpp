@@ -359,6 +359,16 @@ void check_text()
 	h.state = NETBLK_STATE_STOPPING;
 	h.stopping_ms = 7300;
 	h.stats[NETBLK_S_INFLIGHT_DISK] = 3;
+	netblk_instance w = example();
+	w.state = NETBLK_STATE_WAITING;
+	w.waiting_ms = 4200;
+	w.waiting_for = "eth0 is down";
+	check(format_instance_text(w).find("\n  WAITING for 4 s: eth0 is down; holds its disk and "
+					   "port and serves again when the NIC is back\n") !=
+	      std::string::npos, "list waiting line");
+	check(format_instances_json({w}).find("\"state\": \"waiting\", \"stopping_ms\": 0, "
+					      "\"waiting_ms\": 4200, \"waiting_for\": "
+					      "\"eth0 is down\"") != std::string::npos, "json waiting");
 	check(format_instance_text(h).find("\n  STOPPING for 7 s: no longer serves, waits for 3"
 					  " requests at the disk\n") != std::string::npos,
 	      "list stopping");
@@ -392,6 +402,7 @@ void check_json()
 	std::string j = format_instances_json({example(), example()});
 	check(j.starts_with("[\n  {\"port\": 7000, \"device\": \"/dev/nvme0n1p2\", "
 			    "\"read_only\": false, \"state\": \"serving\", \"stopping_ms\": 0, "
+			    "\"waiting_ms\": 0, \"waiting_for\": \"\", \"nic_loss\": \"wait\", "
 			    "\"ifname\": \"eth0\", \"ifindex\": 2, \"driver\": \"\", \"vlan\": 0, "
 			    "\"handoff_ifindex\": 9, "
 			    "\"addr\": \"10.0.2.15\", \"allow\": [], \"mtu\": 1500, \"cpu\": 1, "
