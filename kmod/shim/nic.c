@@ -145,10 +145,11 @@ int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_e
 /*
  * Whether the NIC runs the XDP program it holds again after it was taken
  * down and up (or had its MTU changed, which reopens it the same way).
- * vmxnet3 (6.12, under QEMU) does not: after the reopen its frames go to
- * the stack as if no program were attached, until the program is attached
- * anew -- seen in tests/e2e, not yet understood in its source.  An instance
- * on such a NIC stops instead of waiting for it.
+ * vmxnet3 (6.12) does not: vmxnet3_rq_cleanup_all(), on every close and
+ * MTU change, sets adapter->xdp_bpf_prog to NULL without telling the core,
+ * so its frames go to the stack while the kernel thinks the program
+ * attached (seen in tests/e2e).  An instance on such a NIC stops instead of
+ * waiting for it.
  */
 bool netblk_nic_xdp_survives_reopen(const struct netblk_instance *inst)
 {
