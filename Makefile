@@ -31,7 +31,7 @@ UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
 .PHONY: all module netblkctl bpf kernel deps unit e2e check demo demo-exec install clean \
-	install-module install-tools install-dkms-source man deb check-pkg \
+	install-module install-tools install-dkms-source man release deb check-pkg \
 	debug-kernel debug-module check-debug
 
 all: module netblkctl
@@ -222,6 +222,10 @@ build/man/%: man/%.scd
 	@mkdir -p build/man
 	scdoc <$< >$@.tmp
 	mv $@.tmp $@
+
+# The release kmod/uapi/netblk_version.h names (debian/rules asks it here).
+release:
+	@echo $(NETBLK_RELEASE)
 
 # Debian packages, built with Debian's tools in a copy of the tree (what git
 # tracks or would track) so that nothing lands beside the checkout.

@@ -7,9 +7,10 @@
  * nic-loss=stop it stops).  When its NIC goes away, fails every reply, or
  * starts hiding VLAN tags from XDP; when its own netblk<port> device is taken
  * down by hand; or when its block device is removed, the instance stops on
- * its own.  Each says why on the events group.  Disk I/O errors are announced too, at most one a second an
- * instance.  The reaper also releases stopping instances once their disks
- * are done, and announces those that take long.
+ * its own.  Each says why on the events group.  Disk I/O errors are
+ * announced too, at most one a second an instance.  The reaper also releases
+ * stopping instances once their disks are done, and announces those that
+ * take long.
  *
  * The notifiers run under rtnl (or the disk's holder lock), which the start
  * path takes while holding netblk_lock, so they only schedule the reaper;

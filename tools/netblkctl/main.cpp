@@ -871,15 +871,40 @@ std::string load_config(const std::string &file, std::vector<config_entry> &out)
 	return {};
 }
 
+// save's and restore's [FILE]: "" when fine (the default file if none).
+std::string config_file_arg(const std::vector<std::string_view> &argv, const char *cmd,
+			    std::string &file)
+{
+	if (argv.size() > 1)
+		return std::string(cmd) + " takes at most one FILE";
+	file = argv.empty() ? NETBLK_CONFIG_FILE : std::string(argv[0]);
+	return {};
+}
+
+// The instances and the attached devices; 0, or the exit status of the
+// failure (already reported).
+int dump_running(std::vector<netblk_instance> &insts, std::vector<netblk_attached> &atts)
+{
+	if (int rc = dump_instances(insts))
+		return rc;
+	return dump_attached(atts);
+}
+
+// The attach line and the attached device name one instance (addr:port).
+bool same_target(const netblk_attach_args &a, const netblk_attached &att)
+{
+	return a.addr == att.addr && a.port == att.port;
+}
+
 // save [FILE]: what runs now, one line each.  A line of the file that still
 // describes what runs is kept as written (its key=, its cpu=); a keyed
 // instance or attachment the file does not describe cannot be written
 // (the kernel never gives a key back) and fails the save.
 int cmd_save(const std::vector<std::string_view> &argv)
 {
-	if (argv.size() > 1)
-		return usage_error("save takes at most one FILE");
-	std::string file = argv.empty() ? NETBLK_CONFIG_FILE : std::string(argv[0]);
+	std::string file;
+	if (std::string err = config_file_arg(argv, "save", file); !err.empty())
+		return usage_error(err);
 	std::vector<config_entry> old;
 	if (access(file.c_str(), F_OK) == 0) {
 		if (std::string err = load_config(file, old); !err.empty()) {
@@ -889,9 +914,7 @@ int cmd_save(const std::vector<std::string_view> &argv)
 	}
 	std::vector<netblk_instance> insts;
 	std::vector<netblk_attached> atts;
-	if (int rc = dump_instances(insts))
-		return rc;
-	if (int rc = dump_attached(atts))
+	if (int rc = dump_running(insts, atts))
 		return rc;
 
 	std::vector<std::string> lines;
@@ -915,8 +938,8 @@ int cmd_save(const std::vector<std::string_view> &argv)
 	for (const netblk_attached &att : atts) {
 		const config_entry *kept = nullptr;
 		for (const config_entry &e : old)
-			if (e.line.command == "attach" && e.attach.addr == att.addr &&
-			    e.attach.port == att.port && e.attach.read_only == att.read_only &&
+			if (e.line.command == "attach" && same_target(e.attach, att) &&
+			    e.attach.read_only == att.read_only &&
 			    (e.attach.key.has_value() == (att.auth != NETBLK_AUTH_NONE)))
 				kept = &e;
 		if (kept)
@@ -963,9 +986,9 @@ int cmd_save(const std::vector<std::string_view> &argv)
 // the others, and makes the exit status 1.
 int cmd_restore(const std::vector<std::string_view> &argv)
 {
-	if (argv.size() > 1)
-		return usage_error("restore takes at most one FILE");
-	std::string file = argv.empty() ? NETBLK_CONFIG_FILE : std::string(argv[0]);
+	std::string file;
+	if (std::string err = config_file_arg(argv, "restore", file); !err.empty())
+		return usage_error(err);
 	std::vector<config_entry> want;
 	if (std::string err = load_config(file, want); !err.empty()) {
 		fprintf(stderr, "netblkctl: %s; nothing was changed\n", err.c_str());
@@ -973,9 +996,7 @@ int cmd_restore(const std::vector<std::string_view> &argv)
 	}
 	std::vector<netblk_instance> insts;
 	std::vector<netblk_attached> atts;
-	if (int rc = dump_instances(insts))
-		return rc;
-	if (int rc = dump_attached(atts))
+	if (int rc = dump_running(insts, atts))
 		return rc;
 
 	int result = 0;
@@ -996,8 +1017,7 @@ int cmd_restore(const std::vector<std::string_view> &argv)
 	for (const netblk_attached &att : atts) {
 		bool named = false;
 		for (const config_entry &e : want)
-			named |= e.line.command == "attach" && e.attach.addr == att.addr &&
-				 e.attach.port == att.port;
+			named |= e.line.command == "attach" && same_target(e.attach, att);
 		if (!named) {
 			printf("netblk: %s is not in %s: detaching it\n", att.disk.c_str(), file.c_str());
 			step(cmd_detach({att.disk}));
@@ -1008,7 +1028,7 @@ int cmd_restore(const std::vector<std::string_view> &argv)
 		if (e.line.command == "attach") {
 			const netblk_attached *have = nullptr;
 			for (const netblk_attached &att : atts)
-				if (att.addr == e.attach.addr && att.port == e.attach.port)
+				if (same_target(e.attach, att))
 					have = &att;
 			if (have) {
 				printf("netblk: %s %s: attached already (%s)\n", file.c_str(),
@@ -1236,12 +1256,8 @@ std::optional<std::string> loaded_module_version()
 	if (stat("/sys/module/netblk", &st) != 0)
 		return std::nullopt;
 	std::string v;
-	if (FILE *f = fopen("/sys/module/netblk/version", "r")) {
-		char buf[64];
-		if (fgets(buf, sizeof(buf), f))
-			v = buf;
-		fclose(f);
-	}
+	if (!read_text_file("/sys/module/netblk/version", v))
+		v.clear();
 	return v;
 }
 

@@ -1424,17 +1424,25 @@ void check_version()
 	      "version, a module without one");
 }
 
+// /dev/nvme0n1p1 on eth0:7000 at mtu 1500 with the default sessions: what
+// the --exist-ok and save checks start from.
+netblk_instance p1_on_eth0()
+{
+	netblk_instance i;
+	i.device = "/dev/nvme0n1p1";
+	i.port = 7000;
+	i.ifname = "eth0";
+	i.mtu = 1500;
+	i.sessions = 1024;
+	return i;
+}
+
 // start --exist-ok: what is compared, what is not.
 void check_start_differs()
 {
-	netblk_instance have;
-	have.device = "/dev/nvme0n1p1";
-	have.port = 7000;
-	have.ifname = "eth0";
-	have.mtu = 1500;
+	netblk_instance have = p1_on_eth0();
 	have.cpu = 1;
 	have.poll_us = 0;
-	have.sessions = 1024;
 	have.auth = NETBLK_AUTH_NONE;
 	have.state = NETBLK_STATE_SERVING;
 	netblk_start_args want;
@@ -1494,12 +1502,7 @@ void check_config()
 	check_eq(parse_config("attach 10.0.0.1\n", "f.conf", lines),
 		 "f.conf:1: attach needs <addr> <port>", "config: short line");
 
-	netblk_instance i;
-	i.device = "/dev/nvme0n1p1";
-	i.port = 7000;
-	i.ifname = "eth0";
-	i.mtu = 1500;
-	i.sessions = 1024;
+	netblk_instance i = p1_on_eth0();
 	check_eq(format_start_line(i, "/dev/disk/by-id/nvme-x-part1", 1500),
 		 "start /dev/disk/by-id/nvme-x-part1 7000 dev=eth0", "save: defaults left out");
 	i.read_only = true;
