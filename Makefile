@@ -195,7 +195,8 @@ install-module: module
 # pages, bash completion, netblk.service (restore at boot, stop at shutdown).
 install-tools: netblkctl man
 	install -D -m 0755 tools/netblkctl/netblkctl $(DESTDIR)$(SBINDIR)/netblkctl
-	install -D -m 0644 client/netblk.py $(DESTDIR)$(PYTHON_SITE)/netblk.py
+	install -d $(DESTDIR)$(PYTHON_SITE)/netblk
+	install -m 0644 client/netblk/*.py $(DESTDIR)$(PYTHON_SITE)/netblk/
 	install -d $(DESTDIR)$(BINDIR)
 	printf '#!/usr/bin/python3\nimport sys\n\nfrom netblk import run\n\nsys.exit(run())\n' \
 		>$(DESTDIR)$(BINDIR)/netblk

@@ -5,7 +5,7 @@
  * requests are split into, each with its sequence number in the session,
  * its sends and its timer; which to send now; what each answer means.
  *
- * The rules are the reference client's (client/netblk.py, docs/protocol.md):
+ * The rules are the reference client's (client/netblk/, docs/protocol.md):
  *  - A datagram is numbered at its first send, and keeps its number for
  *    every resend, so the instance's replay window executes it once.  None
  *    is outstanding seq_span numbers behind the newest.

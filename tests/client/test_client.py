@@ -1,4 +1,4 @@
-"""Tests of client/netblk.py against a fake in-process instance (netblk_fake.py).
+"""Tests of the client (client/netblk/) against a fake in-process instance (netblk_fake.py).
 
 Run: /usr/bin/python3 -m pytest tests/client
 """
@@ -17,9 +17,10 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-CLIENT = ROOT / "client" / "netblk.py"
 sys.path.insert(0, str(ROOT / "client"))
 sys.path.insert(0, str(HERE))
+# `python3 -m netblk` from the tree, whatever the current directory
+CLIENT_ENV = dict(os.environ, PYTHONPATH=str(ROOT / "client"))
 
 import netblk  # noqa: E402
 from netblk import (FLAG_FUA, OP_FLUSH, OP_HELLO, OP_INFO, OP_READ, OP_WRITE, Client,  # noqa: E402
@@ -456,12 +457,14 @@ def test_cli_read_write_files(server, capsys, tmp_path):
 
 def test_cli_stdin_stdout(server):
     data = os.urandom(12 * 1024)
-    base = [sys.executable, str(CLIENT), "127.0.0.1", str(server.port), "--timeout", str(PATIENT)]
+    base = [sys.executable, "-m", "netblk", "127.0.0.1", str(server.port), "--timeout",
+            str(PATIENT)]
     # timeout=: only against a hang (a busy machine may take long to start Python)
-    p = subprocess.run(base + ["write", "4k", "-"], input=data,
+    p = subprocess.run(base + ["write", "4k", "-"], input=data, env=CLIENT_ENV,
                        capture_output=True, timeout=120)
     assert p.returncode == 0, p.stderr
-    p = subprocess.run(base + ["read", "4k", "12k", "-"], capture_output=True, timeout=120)
+    p = subprocess.run(base + ["read", "4k", "12k", "-"], env=CLIENT_ENV, capture_output=True,
+                       timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout == data
 

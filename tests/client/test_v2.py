@@ -1,4 +1,4 @@
-"""Protocol v2 in the client (client/netblk.py) against the fake instance:
+"""Protocol v2 in the client (client/netblk/) against the fake instance:
 SipHash-2-4's published vectors, sessions opened and opened again, resends
 that the instance's replay window keeps from executing twice, keyed
 instances, TRIM and WRITE_ZEROES, key files.

@@ -1,4 +1,4 @@
-"""Data path, end to end: the Python client (client/netblk.py) and raw UDP
+"""Data path, end to end: the Python client (client/netblk/) and raw UDP
 sockets talking wire protocol v1 to netblk.ko in the test guest.
 
 Guest (ci/guest.py): /dev/nvme0n1p1 256 MiB raw (served read-write here),

@@ -259,12 +259,14 @@ def remove_nullb(g, d):
 def test_client_bench_reports_percentiles(netblk):
     g = netblk
     start(g, P1, 7000, "ro")
+    import os
     import subprocess
     # --timeout: 20 s of silence before a request fails, however busy the host;
     # timeout=: only against a hang
-    out = subprocess.run([sys.executable, str(ROOT / "client" / "netblk.py"), "127.0.0.1",
+    out = subprocess.run([sys.executable, "-m", "netblk", "127.0.0.1",
                           str(g.host_port(7000)), "bench", "--mode", "randread", "--size", "1k",
                           "--window", "8", "--seconds", "2", "--timeout", "1", "--json"],
+                         env=dict(os.environ, PYTHONPATH=str(ROOT / "client")),
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     r = json.loads(out.stdout)

@@ -28,7 +28,10 @@ def test_staged_install_puts_everything_under_destdir(tmp_path):
                  "usr/local/share/man/man8/netblkctl.8", "usr/local/share/man/man1/netblk.1",
                  "usr/local/share/bash-completion/completions/netblkctl"):
         assert (tmp_path / path).is_file(), path
-    assert (site / "netblk.py").is_file()
+    # the package, sources only (the installed command compiles what it runs)
+    assert (site / "netblk" / "__init__.py").is_file()
+    assert (site / "netblk" / "__main__.py").is_file()
+    assert not (site / "netblk" / "__pycache__").exists()
     unit = (tmp_path / "usr/local/lib/systemd/system/netblk.service").read_text()
     assert "ExecStart=/usr/local/sbin/netblkctl restore\n" in unit
     assert "@" not in unit
@@ -44,7 +47,7 @@ def test_staged_install_puts_everything_under_destdir(tmp_path):
 
 def test_prefix_usr_uses_debians_python_directory(tmp_path):
     make_install(tmp_path, f"KVER={module_kernel()}", "PREFIX=/usr")
-    assert (tmp_path / "usr/lib/python3/dist-packages/netblk.py").is_file()
+    assert (tmp_path / "usr/lib/python3/dist-packages/netblk/__init__.py").is_file()
     assert (tmp_path / "usr/sbin/netblkctl").is_file()
     assert (tmp_path / "usr/share/man/man8/netblkctl.8").is_file()
     unit = (tmp_path / "lib/systemd/system/netblk.service").read_text()

@@ -80,7 +80,7 @@ def test_the_tools_are_installed_and_agree(installed):
     assert run(["/usr/bin/netblk", "--version"], cwd="/").stdout == f"netblk {release()}\n"
     # importable from anywhere, and runnable as python3 -m netblk
     r = run([PYTHON, "-c", "import netblk; print(netblk.__file__, netblk.__version__)"], cwd="/")
-    assert r.stdout == f"/usr/lib/python3/dist-packages/netblk.py {release()}\n"
+    assert r.stdout == f"/usr/lib/python3/dist-packages/netblk/__init__.py {release()}\n"
     assert run([PYTHON, "-m", "netblk", "--version"], cwd="/").stdout == f"netblk {release()}\n"
     assert run(["man", "-w", "netblkctl"]).stdout.strip() == "/usr/share/man/man8/netblkctl.8.gz"
     assert run(["man", "-w", "netblk"]).stdout.strip() == "/usr/share/man/man1/netblk.1.gz"
@@ -120,5 +120,5 @@ def test_purge_takes_it_all_away(installed):
     assert not list(Path(f"/lib/modules/{KERNEL_RELEASE}").glob("updates/dkms/netblk.ko*"))
     assert not Path(f"/usr/src/netblk-{release()}").exists()
     for path in ("/usr/sbin/netblkctl", "/usr/bin/netblk",
-                 "/usr/lib/python3/dist-packages/netblk.py"):
+                 "/usr/lib/python3/dist-packages/netblk"):
         assert not os.path.exists(path), path

@@ -22,7 +22,7 @@ NETBLKCTL = ROOT / "tools/netblkctl/netblkctl"
 
 def test_client_release_is_the_header_one():
     assert netblk.__version__ == release()
-    r = run([PYTHON, "client/netblk.py", "--version"])
+    r = run([PYTHON, "-m", "netblk", "--version"], cwd=ROOT / "client")
     assert r.stdout == f"netblk {release()}\n"
 
 

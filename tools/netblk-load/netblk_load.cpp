@@ -8,7 +8,7 @@
 //
 // Each thread has its own non-blocking, connected UDP socket and keeps a
 // window of requests in flight: sends go out with sendmmsg, replies come in
-// with recvmmsg.  The rules are the reference client's (client/netblk.py):
+// with recvmmsg.  The rules are the reference client's (client/netblk/):
 //
 //  - Each thread opens its own session (HELLO, HELLO with the cookie) and
 //    numbers every datagram it sends in it (seq, from 1); a resend keeps its

@@ -1,262 +1,26 @@
-#!/usr/bin/python3
-"""netblk client: talk to a netblk instance over UDP (wire protocol v2).
-
-Command line:
-
-    netblk.py --version
-    netblk.py HOST PORT info [--json]
-    netblk.py HOST PORT read OFFSET LENGTH FILE        (FILE '-' = stdout)
-    netblk.py HOST PORT write OFFSET FILE [--fua]      (FILE '-' = stdin)
-    netblk.py HOST PORT flush
-    netblk.py HOST PORT trim OFFSET LENGTH             (the device may forget the range)
-    netblk.py HOST PORT zero OFFSET LENGTH             (reads back zeros)
-    netblk.py HOST PORT verify OFFSET LENGTH           (destroys the range)
-    netblk.py HOST PORT bench --mode randread|randwrite|read|write
-              [--size 1k] [--window 64] [--seconds 5] [--range OFFSET:LENGTH] [--json]
-
-    common options: --timeout S (0.25) --tries N (20) --window N (64)
-                    --key FILE [--auth header|full] (a keyed instance's key)
-
-Every request goes in a session, opened with a HELLO when the client first
-needs one and opened again when the instance has forgotten it (it was
-started again): a resend reuses the request's sequence number, so the
-instance executes a request that changes the disk at most once.
-
-Sizes and offsets take k/m/g/t suffixes (powers of 1024) or plain bytes.
-
-As a module:
-
-    from netblk import Client, NetblkError
-    c = Client("127.0.0.1", 7000)
-    info = c.info()                 # Info dataclass
-    data = c.read(0, 1 << 20)       # bytes
-    c.write(0, data, fua=True)
-    c.flush()
-    c.trim(0, 1 << 20); c.write_zeroes(0, 4096)
-    r = c.request(OP_READ, 0, 512)  # raw Reply, status not interpreted
-
-Python 3.11, standard library only.
-"""
+"""The client of a netblk instance: sessions, the request engine (a window of
+requests in flight over one UDP socket, resends, back-off), and what it
+answers with (Reply, Info, Stats, NetblkError)."""
 
 from __future__ import annotations
 
-import argparse
 import errno
 import heapq
-import json
 import math
-import os
 import random
-import re
 import select
 import socket
-import stat
-import struct
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
-# The release, as kmod/uapi/netblk_version.h says (tests/client/test_release.py
-# holds them together); the wire protocol's own version is VERSION below.
-__version__ = "0.2.0"
-
-# ---- protocol v2 (docs/protocol.md) --------------------------------------------
-
-MAGIC = 0x4E424C4B  # "NBLK"
-VERSION = 2
-
-OP_INFO = 1
-OP_READ = 2
-OP_WRITE = 3
-OP_FLUSH = 4
-OP_TRIM = 5
-OP_WRITE_ZEROES = 6
-OP_HELLO = 7
-OP_REPLY = 0x80
-
-OP_NAMES = {OP_INFO: "INFO", OP_READ: "READ", OP_WRITE: "WRITE", OP_FLUSH: "FLUSH",
-            OP_TRIM: "TRIM", OP_WRITE_ZEROES: "WRITE_ZEROES", OP_HELLO: "HELLO"}
-
-FLAG_FUA = 1 << 0
-# In an EKEYREJECTED answer: what the instance wants.
-FLAG_AUTH_KEY = 1 << 8
-FLAG_AUTH_DATA = 1 << 9
-
-INFO_READ_ONLY = 1 << 0
-INFO_VOLATILE_CACHE = 1 << 1
-INFO_FUA = 1 << 2
-INFO_TRIM = 1 << 3
-INFO_WRITE_ZEROES = 1 << 4
-
-# magic version op status flags session token seq offset length reserved tag
-HEADER = struct.Struct(">IBBHHIQQQIIQ")
-HEADER_SIZE = HEADER.size  # 54
-TAG_OFFSET = 46  # the tag covers the header's bytes before it
-# size sector physical io_opt max_io max_read flags slots granularity max_trim max_zeroes
-# export_id
-INFO_PAYLOAD = struct.Struct(">QIIIIIIIIIIQ")
-INFO_SIZE = INFO_PAYLOAD.size  # 56
-# Version 1's header: what an instance answers a datagram of another version in.
-V1_HEADER = struct.Struct(">IBBHQQIH")  # magic version op status handle offset length flags
-
-assert HEADER_SIZE == 54 and INFO_SIZE == 56 and V1_HEADER.size == 30
-
-REPLAY_WINDOW = 1024  # sequence numbers an instance remembers a session's answers for
-# The client never has a request outstanding this far behind its newest, so
-# no resend of it can fall out of the window (ESTALE) or the newest run
-# ahead of it (EOVERFLOW).
-SEQ_SPAN = REPLAY_WINDOW // 2
-# A request still unanswered when one sent `gap` datagrams after it was
-# answered is taken as lost and sent again at once (as TCP's fast
-# retransmit), before its timer: else one lost datagram stops the window at
-# SEQ_SPAN for the rest of its timeout.  The gap is the window (a disk may
-# complete what is in flight in any order: that is not loss), at least
-# FAST_RESEND_MIN and at most FAST_RESEND_MAX, well inside SEQ_SPAN.
-FAST_RESEND_MIN = 8
-FAST_RESEND_MAX = SEQ_SPAN // 4
-REOPENS_MAX = 8  # sessions one request may be sent in before the client gives up
-
-STATUS_OK = 0
-# What each status means coming from a netblk instance.
-STATUS_TEXT = {
-    errno.EIO: "I/O error on the device",
-    errno.EAGAIN: "busy: no free slot",
-    errno.EINVAL: "invalid request: misaligned, empty, bad flags or payload size",
-    errno.EROFS: "the instance is read-only",
-    errno.ERANGE: "beyond the end of the device",
-    errno.EMSGSIZE: "longer than one request may be",
-    errno.EPROTONOSUPPORT: "protocol version not supported",
-    errno.EOPNOTSUPP: "operation not supported by the instance or its device",
-    errno.ENOTCONN: "no such session (the instance was started again?)",
-    errno.ESTALE: "older than the session's replay window: not executed",
-    errno.EOVERFLOW: "too far ahead of the session's replay window: not executed",
-    errno.EUSERS: "the instance holds as many active sessions as it can",
-    errno.EKEYREJECTED: "no valid tag: the instance wants another key (or auth mode)",
-}
-
-RECV_BUFFER = 65536
-SO_NO_CHECK = getattr(socket, "SO_NO_CHECK", 11)  # Linux: send UDP checksum 0
-SOCKET_BUFFER = 8 << 20  # a window of 256 x 9 KB replies fits with room to spare
-
-# ---- SipHash-2-4 (the tags of a keyed instance) -----------------------------------
-# Written out here: the standard library has no keyed SipHash, and this
-# client is standard library only.  Checked against the reference vectors
-# in tests/client/test_client.py.
-
-_M64 = (1 << 64) - 1
-
-
-def _rotl(x: int, b: int) -> int:
-    return ((x << b) | (x >> (64 - b))) & _M64
-
-
-def siphash24(key: bytes, data: bytes) -> int:
-    """SipHash-2-4 of data under a 16-byte key, as an integer."""
-    k0, k1 = struct.unpack("<QQ", key)
-    v0 = k0 ^ 0x736F6D6570736575
-    v1 = k1 ^ 0x646F72616E646F6D
-    v2 = k0 ^ 0x6C7967656E657261
-    v3 = k1 ^ 0x7465646279746573
-    n = len(data)
-    tail = n & ~7
-    words = list(struct.unpack_from(f"<{tail // 8}Q", data)) if tail else []
-    last = int.from_bytes(bytes(data[tail:]), "little") | ((n & 0xFF) << 56)
-    words.append(last)
-    for i, m in enumerate(words):
-        v3 ^= m
-        for _ in range(2):
-            v0 = (v0 + v1) & _M64; v1 = _rotl(v1, 13); v1 ^= v0; v0 = _rotl(v0, 32)
-            v2 = (v2 + v3) & _M64; v3 = _rotl(v3, 16); v3 ^= v2
-            v0 = (v0 + v3) & _M64; v3 = _rotl(v3, 21); v3 ^= v0
-            v2 = (v2 + v1) & _M64; v1 = _rotl(v1, 17); v1 ^= v2; v2 = _rotl(v2, 32)
-        v0 ^= m
-    v2 ^= 0xFF
-    for _ in range(4):
-        v0 = (v0 + v1) & _M64; v1 = _rotl(v1, 13); v1 ^= v0; v0 = _rotl(v0, 32)
-        v2 = (v2 + v3) & _M64; v3 = _rotl(v3, 16); v3 ^= v2
-        v0 = (v0 + v3) & _M64; v3 = _rotl(v3, 21); v3 ^= v0
-        v2 = (v2 + v1) & _M64; v1 = _rotl(v1, 17); v1 ^= v2; v2 = _rotl(v2, 32)
-    return v0 ^ v1 ^ v2 ^ v3
-
-
-@dataclass(frozen=True)
-class Auth:
-    """A keyed instance's key, and whether its tags cover the data (auth=full)."""
-
-    key: bytes
-    data: bool = False
-
-    def tag(self, header: bytes, data=b"") -> int:
-        """The tag of a header (its first TAG_OFFSET bytes count) and its data."""
-        msg = bytes(header[:TAG_OFFSET])
-        if self.data and len(data):
-            msg += bytes(data)
-        return siphash24(self.key, msg)
-
-
-def parse_key(text: str) -> bytes:
-    """A key file's text (32 hexadecimal digits, whitespace anywhere ignored, as
-    `netblkctl genkey` writes it) -> the 16-byte key."""
-    digits = "".join(text.split())
-    if len(digits) != 32:
-        raise ValueError(f"{len(digits)} hexadecimal digits: a key is 32 of them "
-                         f"(128 bits; netblkctl genkey makes one)")
-    try:
-        return bytes.fromhex(digits)
-    except ValueError:
-        raise ValueError("not all hexadecimal digits (netblkctl genkey makes a key)") from None
-
-
-def read_key_file(path: str) -> bytes:
-    try:
-        with open(path) as f:
-            text = f.read(4096)
-    except OSError as e:
-        raise ValueError(f"cannot read key file {path}: {e.strerror}") from None
-    try:
-        return parse_key(text)
-    except ValueError as e:
-        raise ValueError(f"key file {path}: {e}") from None
-
-
-def status_name(status: int) -> str:
-    return errno.errorcode.get(status, f"errno {status}")
-
-
-def status_text(status: int) -> str:
-    if status in STATUS_TEXT:
-        return STATUS_TEXT[status]
-    try:
-        return os.strerror(status)
-    except (ValueError, OverflowError):
-        return "unknown status"
-
-
-def op_name(op: int) -> str:
-    return OP_NAMES.get(op & ~OP_REPLY, f"op {op & ~OP_REPLY}")
-
-
-def pack_header(op: int, offset: int, length: int, seq: int, flags: int = 0,
-                status: int = 0, version: int = VERSION, magic: int = MAGIC,
-                session: int = 0, token: int = 0, auth: Auth | None = None,
-                data=b"") -> bytes:
-    """A v2 header, tagged when auth is given (over data too with auth=full)."""
-    hdr = HEADER.pack(magic, version, op, status, flags, session, token, seq, offset, length,
-                      0, 0)
-    if auth is not None:
-        hdr = hdr[:TAG_OFFSET] + auth.tag(hdr, data).to_bytes(8, "big")
-    return hdr
-
-
-def unpack_header(d) -> dict:
-    """A datagram's v2 header as a dict (data: what follows it)."""
-    (magic, version, op, status, flags, session, token, seq, off, length, reserved,
-     tag) = HEADER.unpack_from(d)
-    return dict(magic=magic, version=version, op=op, status=status, flags=flags,
-                session=session, token=token, seq=seq, offset=off, length=length,
-                reserved=reserved, tag=tag, data=bytes(d[HEADER_SIZE:]))
-
+from .protocol import (FAST_RESEND_MAX, FAST_RESEND_MIN, FLAG_AUTH_DATA, FLAG_AUTH_KEY,
+                       FLAG_FUA, HEADER, HEADER_SIZE, INFO_FUA, INFO_PAYLOAD, INFO_READ_ONLY,
+                       INFO_SIZE, INFO_TRIM, INFO_VOLATILE_CACHE, INFO_WRITE_ZEROES, MAGIC,
+                       OP_FLUSH, OP_HELLO, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
+                       OP_WRITE_ZEROES, RECV_BUFFER, REOPENS_MAX, SEQ_SPAN, SO_NO_CHECK,
+                       SOCKET_BUFFER, STATUS_OK, TAG_OFFSET, V1_HEADER, VERSION, Auth, op_name,
+                       pack_header, status_name, status_text, unpack_header)
 
 @dataclass
 class Session:
@@ -322,6 +86,11 @@ class NetblkError(Exception):
 
 class NetblkTimeout(NetblkError):
     """No (complete) answer after `tries` sends, or busy (EAGAIN) for too long."""
+
+
+class NetblkDeadline(NetblkTimeout):
+    """The client's deadline (or, opening its first session, first_contact)
+    passed with requests unanswered."""
 
 
 # ---- replies and INFO ----------------------------------------------------------
@@ -430,6 +199,13 @@ class Stats:
 
 # ---- the request engine --------------------------------------------------------
 
+
+def _bytes_done(progress: Callable[[int], None] | None) -> Callable[[_Job], None] | None:
+    """_run's on_done for a caller's progress callback: the bytes each job moved."""
+    if progress is None:
+        return None
+    return lambda job: progress(job.length)
+
 _WAIT_REPLY = 0
 _WAIT_BACKOFF = 1
 
@@ -494,14 +270,26 @@ class Client:
     protects the data itself (each hop's Ethernet CRC) and is trusted.
     auth: a keyed instance's key (and mode): every datagram is tagged, and a
     reply without a valid tag is ignored.
+    deadline: seconds from now after which every operation fails with
+    NetblkDeadline instead of waiting on (set_deadline() moves it); None: only
+    tries bound a request.
+    first_contact: seconds the HELLO that opens the client's first session may
+    take in all, however many tries are left: a host that never answered is
+    not worth tries x timeout of waiting (None: tries alone bound it).
     """
 
     def __init__(self, host: str, port: int, timeout: float = 0.25, tries: int = 20,
-                 checksum: bool = True, auth: Auth | None = None):
+                 checksum: bool = True, auth: Auth | None = None,
+                 deadline: float | None = None, first_contact: float | None = None):
         if timeout <= 0:
             raise ValueError("timeout must be > 0")
         if tries < 1:
             raise ValueError("tries must be >= 1")
+        if first_contact is not None and first_contact <= 0:
+            raise ValueError("first_contact must be > 0")
+        self.first_contact = first_contact
+        self._contact_end: float | None = None  # while the first HELLO waits: when it stops
+        self.set_deadline(deadline)
         self.host = host
         self.port = int(port)
         self.timeout = float(timeout)
@@ -570,13 +358,20 @@ class Client:
     def where(self) -> str:
         return f"{self.address[0]}:{self.address[1]}"
 
+    def set_deadline(self, seconds: float | None) -> None:
+        """Fail every operation still waiting `seconds` from now (None: never)."""
+        if seconds is not None and seconds <= 0:
+            raise ValueError("deadline must be > 0")
+        self.deadline = seconds
+        self.deadline_at = None if seconds is None else time.monotonic() + seconds
+
     def open_session(self) -> Session:
         """HELLO, then HELLO with the cookie its answer brought: a new session,
         numbered from 1.  Done by the first request, and again when the
         instance answers ENOTCONN (it forgot the session: it was started again)."""
         nonce = random.getrandbits(63) | 1
         first = _Job(OP_HELLO, 0, 0, seq=nonce, raw=True, hello_token=0)
-        self._run([first], 1, hello=True)
+        self._first_hello(first)
         r = first.reply
         busy = 0
         while r.status == STATUS_OK and not r.session:
@@ -610,6 +405,36 @@ class Client:
         self.stats.sessions += 1
         return self.session
 
+    def _first_hello(self, job: _Job) -> None:
+        """Send a session's first HELLO.  Before anything was ever heard from
+        the instance, silence is most likely no instance there (a dead host, a
+        wrong port): it is bounded by first_contact and named as such."""
+        if self.stats.sessions:
+            self._run([job], 1, hello=True)
+            return
+        t0 = time.monotonic()
+        if self.first_contact is not None:
+            self._contact_end = t0 + self.first_contact
+        try:
+            self._run([job], 1, hello=True)
+        except NetblkTimeout:
+            # a raw job completes on any answer: this raise was silence
+            raise self._no_contact(job, time.monotonic() - t0) from None
+        finally:
+            self._contact_end = None
+
+    def _no_contact(self, job: _Job, elapsed: float) -> NetblkTimeout:
+        name = self.where if self.host == self.address[0] else f"{self.host} ({self.where})"
+        tries = f"{job.tries} {'try' if job.tries == 1 else 'tries'}"
+        msg = f"HELLO: no answer from {name} in {elapsed:.1f} s ({tries})"
+        start = f"netblkctl start DEV {self.port} on that host"
+        if self.stats.icmp_refused:
+            msg += (f" -- port unreachable: nothing serves UDP port {self.port} there "
+                    f"({start}?)")
+        else:
+            msg += f" -- is an instance serving there ({start})? is the port right?"
+        return NetblkTimeout(msg, None, OP_HELLO)
+
     # -- the public operations
 
     def info(self) -> Info:
@@ -626,17 +451,20 @@ class Client:
             self.info()
         return self._info
 
-    def read(self, offset: int, length: int, window: int = 64) -> bytes:
-        """Read length bytes at offset: READs of max_read bytes, window of them in flight."""
+    def read(self, offset: int, length: int, window: int = 64,
+             progress: Callable[[int], None] | None = None) -> bytes:
+        """Read length bytes at offset: READs of max_read bytes, window of them in flight.
+        progress: called with the bytes of each READ as it completes."""
         if length < 0 or offset < 0:
             raise ValueError("offset and length must be >= 0")
         if length == 0:
             return b""
         out = bytearray(length)
-        self.read_into(offset, out, window)
+        self.read_into(offset, out, window, progress)
         return bytes(out)
 
-    def read_into(self, offset: int, buf, window: int = 64) -> None:
+    def read_into(self, offset: int, buf, window: int = 64,
+                  progress: Callable[[int], None] | None = None) -> None:
         """Fill the writable buffer buf (len(buf) bytes) from offset."""
         view = memoryview(buf).cast("B")
         length = len(view)
@@ -650,7 +478,7 @@ class Client:
             jobs.append(_Job(OP_READ, offset + pos, n, cost=self._read_cost(n), buf=view,
                              buf_off=pos))
             pos += n
-        self._run(jobs, window)
+        self._run(jobs, window, on_done=_bytes_done(progress))
 
     def read_piece(self) -> int:
         """Bytes one READ asks for: max_read, less where the instance has fewer
@@ -661,8 +489,10 @@ class Client:
             piece = g.slots * g.max_io
         return max(piece, g.max_io, 1)
 
-    def write(self, offset: int, data, window: int = 64, fua: bool = False) -> None:
-        """Write data at offset: WRITEs of max_io bytes, window of them in flight."""
+    def write(self, offset: int, data, window: int = 64, fua: bool = False,
+              progress: Callable[[int], None] | None = None) -> None:
+        """Write data at offset: WRITEs of max_io bytes, window of them in flight.
+        progress: called with the bytes of each WRITE as it completes."""
         view = memoryview(data).cast("B")
         length = len(view)
         if offset < 0:
@@ -675,7 +505,7 @@ class Client:
         jobs = (_Job(OP_WRITE, offset + pos, min(step, length - pos),
                      payload=view[pos:pos + step], flags=flags)
                 for pos in range(0, length, step))
-        self._run(jobs, window)
+        self._run(jobs, window, on_done=_bytes_done(progress))
 
     def flush(self) -> None:
         """Ask the instance to write its device's volatile cache out."""
@@ -778,6 +608,24 @@ class Client:
                 msg += " -- port unreachable: is an instance serving that port?"
         return NetblkTimeout(msg, None, job.op, job.offset, job.length)
 
+    def _time_limit(self) -> float | None:
+        """When waiting must stop: the deadline, sooner while a first HELLO waits."""
+        ends = [t for t in (self.deadline_at, self._contact_end) if t is not None]
+        return min(ends) if ends else None
+
+    def _out_of_time(self, flight: dict[int, _Job]) -> NetblkDeadline:
+        if self._contact_end is not None and time.monotonic() >= self._contact_end:
+            what = f"first contact ({self.first_contact:g} s)"
+        else:
+            what = f"the deadline ({self.deadline:g} s)"
+        if not flight:
+            return NetblkDeadline(f"{what} passed before a request to {self.where} was sent")
+        job = min(flight.values(), key=lambda j: j.first_sent)
+        msg = f"{job.describe()}: {what} passed with no answer from {self.where}"
+        if len(flight) > 1:
+            msg += f" ({len(flight)} requests unanswered)"
+        return NetblkDeadline(msg, None, job.op, job.offset, job.length)
+
     def _refused(self, job: _Job, status: int, off: int, length: int,
                  flags: int = 0) -> NetblkError:
         verb = "failed" if status == errno.EIO else "refused"
@@ -811,6 +659,9 @@ class Client:
             raise NetblkError("client is closed")
         if not hello and self.session is None:
             self.open_session()
+        limit = self._time_limit()
+        if limit is not None and time.monotonic() >= limit:
+            raise self._out_of_time({})
         window = max(1, int(window))
         slots = self._slots()
         it: Iterator[_Job] = iter(jobs)
@@ -928,11 +779,15 @@ class Client:
                     return
                 continue
 
-            # Wait for a datagram or the first timer.
+            # Wait for a datagram or the first timer, not past the time limit.
             while heap and heap[0][2] != heap[0][3].gen:
                 heapq.heappop(heap)
             now = time.monotonic()
             wait = heap[0][0] - now if heap else timeout
+            if limit is not None:
+                if now >= limit:
+                    raise self._out_of_time(flight)
+                wait = min(wait, limit - now)
             if wait > 0:
                 try:
                     self._poll.poll(math.ceil(wait * 1000))
@@ -1113,475 +968,3 @@ class Client:
         if job.got >= job.length or (status and (length == 0 or key == (job.offset, job.length))):
             r.data = bytes(job.buf)
             finish(job)
-
-
-# ---- sizes ---------------------------------------------------------------------
-
-_SIZE_RE = re.compile(r"^\s*(\d+)\s*([kmgt]?)(i?b)?\s*$", re.IGNORECASE)
-_SHIFT = {"": 0, "k": 10, "m": 20, "g": 30, "t": 40}
-
-
-def parse_size(text: str) -> int:
-    """'4096', '4k', '1M', '2g', '0x1000' -> bytes (suffixes are powers of 1024)."""
-    s = str(text).strip()
-    if s.lower().startswith("0x"):
-        try:
-            return int(s, 16)
-        except ValueError:
-            pass
-    m = _SIZE_RE.match(s)
-    if not m:
-        raise ValueError(f"not a size: {text!r} (use bytes or a k/m/g suffix, e.g. 4k)")
-    return int(m.group(1)) << _SHIFT[m.group(2).lower()]
-
-
-def format_size(n: int) -> str:
-    """1073741824 -> '1 GiB', 1536 -> '1.5 KiB', 1000 -> '1000 B'."""
-    for shift, unit in ((40, "TiB"), (30, "GiB"), (20, "MiB"), (10, "KiB")):
-        if n >= 1 << shift:
-            v = n / (1 << shift)
-            return f"{v:.0f} {unit}" if v == int(v) else f"{v:.3g} {unit}"
-    return f"{n} B"
-
-
-def parse_range(text: str) -> tuple[int, int]:
-    if ":" not in text:
-        raise ValueError(f"not a range: {text!r} (use OFFSET:LENGTH, e.g. 1g:64m)")
-    a, b = text.split(":", 1)
-    return parse_size(a), parse_size(b)
-
-
-# ---- bench -----------------------------------------------------------------------
-
-
-def percentile(sorted_values: list[float], q: float) -> float:
-    """Nearest-rank percentile (q in 0..100) of an ascending list."""
-    if not sorted_values:
-        return 0.0
-    k = max(0, min(len(sorted_values) - 1, math.ceil(q / 100 * len(sorted_values)) - 1))
-    return sorted_values[k]
-
-
-def bench(client: Client, mode: str, size: int, seconds: float, window: int = 64,
-          rng: tuple[int, int] | None = None, seed: int | None = None) -> dict:
-    """Run one benchmark: requests of `size` bytes for `seconds`, `window` in flight,
-    never outside rng (offset, length); writes need rng.  Returns the results."""
-    if mode not in ("randread", "randwrite", "read", "write"):
-        raise ValueError(f"unknown bench mode {mode!r}")
-    writing = mode.endswith("write")
-    if writing and rng is None:
-        raise ValueError(f"bench --mode {mode} writes: say where with --range OFFSET:LENGTH "
-                         f"(it overwrites that range)")
-    g = client.geometry
-    if writing and g.read_only:
-        raise ValueError(f"bench --mode {mode}: the instance is read-only")
-    base, span = rng if rng is not None else (0, g.size)
-    sector = max(g.sector_size, 1)
-    if size <= 0 or size % sector:
-        raise ValueError(f"--size {size} is not a whole number of {sector}-byte sectors")
-    limit = g.max_io if writing else client.read_piece()
-    if size > limit:
-        raise ValueError(f"--size {size} is more than one {'WRITE' if writing else 'READ'} "
-                         f"carries here ({limit})")
-    if base % sector or span % sector:
-        raise ValueError(f"--range {base}:{span} is not sector-aligned ({sector})")
-    if base + span > g.size:
-        raise ValueError(f"--range {base}:{span} ends beyond the device ({g.size} bytes)")
-    if span < size:
-        raise ValueError(f"--range {base}:{span} is smaller than --size {size}")
-    if seconds <= 0:
-        raise ValueError("--seconds must be > 0")
-
-    count = span // size  # whole requests that fit the range
-    r = random.Random(seed)
-    payload = os.urandom(size) if writing else b""
-    op = OP_WRITE if writing else OP_READ
-    cost = client._read_cost(size) if op == OP_READ else 1
-    sink = bytearray(size) if not writing else None
-    latencies: list[float] = []
-    errors: list[str] = []
-    before = Stats(**asdict(client.stats))
-
-    start = time.monotonic()
-    end = start + seconds
-
-    def jobs() -> Iterator[_Job]:
-        i = 0
-        while time.monotonic() < end:
-            k = r.randrange(count) if mode.startswith("rand") else i % count
-            i += 1
-            off = base + k * size
-            assert base <= off and off + size <= base + span
-            yield _Job(op, off, size, payload=payload, cost=cost, buf=sink)
-
-    def done(job: _Job) -> None:
-        latencies.append(job.done_at - job.first_sent)
-
-    def error(job: _Job, exc: NetblkError) -> None:
-        errors.append(str(exc))
-
-    client._run(jobs(), window, on_done=done, on_error=error)
-    elapsed = time.monotonic() - start
-
-    latencies.sort()
-    ops = len(latencies)
-    s = client.stats
-    us = [x * 1e6 for x in latencies]
-    return {
-        "mode": mode,
-        "size": size,
-        "window": client.effective_window(window, cost),
-        "seconds": round(elapsed, 6),
-        "range": {"offset": base, "length": span},
-        "ops": ops,
-        "bytes": ops * size,
-        "iops": round(ops / elapsed, 1) if elapsed > 0 else 0.0,
-        "mib_s": round(ops * size / elapsed / (1 << 20), 3) if elapsed > 0 else 0.0,
-        "latency_us": {
-            "p50": round(percentile(us, 50), 1),
-            "p99": round(percentile(us, 99), 1),
-            "p99.9": round(percentile(us, 99.9), 1),
-            "max": round(us[-1], 1) if us else 0.0,
-        },
-        "retries": s.retries - before.retries,
-        "busy": s.busy - before.busy,
-        "errors": len(errors),
-        "first_error": errors[0] if errors else None,
-    }
-
-
-# ---- command line ----------------------------------------------------------------
-
-PIECE = 64 << 20  # read/write/verify go through memory this much at a time
-
-
-class UsageError(Exception):
-    """A command line that cannot be carried out as given (exit 2)."""
-
-
-def _size_arg(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _range_arg(text: str) -> tuple[int, int]:
-    try:
-        return parse_range(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1: {text}")
-    return v
-
-
-def _port(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 1 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (1..65535): {text}")
-    return v
-
-
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0: {text}")
-    return v
-
-
-COMMON_DEFAULTS = {"timeout": 0.25, "tries": 20, "window": 64, "json": False, "checksum": True,
-                   "key": None, "auth": None}
-
-
-def _common_options(parser: argparse.ArgumentParser) -> None:
-    # SUPPRESS: an option given before or after the command both count.
-    parser.add_argument("--timeout", type=_positive_float, default=argparse.SUPPRESS,
-                        help="seconds to wait for an answer before resending (0.25)")
-    parser.add_argument("--tries", type=_positive_int, default=argparse.SUPPRESS,
-                        help="sends of one request before giving up (20)")
-    parser.add_argument("--window", type=_positive_int, default=argparse.SUPPRESS,
-                        help="requests in flight at once, capped by the instance's slots (64)")
-    parser.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="machine-readable output (info, bench)")
-    parser.add_argument("--no-checksum", dest="checksum", action="store_false",
-                        default=argparse.SUPPRESS,
-                        help="send UDP checksum 0: the server then need not read a write's "
-                             "data to verify it (a trusted link whose frames carry a CRC)")
-    parser.add_argument("--key", metavar="FILE", default=argparse.SUPPRESS,
-                        help="the key of a keyed instance (netblkctl start ... key=FILE)")
-    parser.add_argument("--auth", choices=["header", "full"], default=argparse.SUPPRESS,
-                        help="what the instance's tags cover, as its auth= says (header)")
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        description="Client of a netblk instance (block device over UDP, protocol v2). "
-                    "Sizes and offsets take k/m/g suffixes (powers of 1024) or plain bytes.")
-    p.add_argument("--version", action="version", version=f"netblk {__version__}")
-    p.add_argument("host", help="the instance's IPv4 address or name")
-    p.add_argument("port", type=_port, help="the instance's UDP port")
-    _common_options(p)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
-
-    s = sub.add_parser("info", help="print what the instance serves")
-    _common_options(s)
-
-    s = sub.add_parser("read", help="read LENGTH bytes at OFFSET into FILE ('-': stdout)")
-    s.add_argument("offset", type=_size_arg)
-    s.add_argument("length", type=_size_arg)
-    s.add_argument("file")
-    _common_options(s)
-
-    s = sub.add_parser("write", help="write FILE ('-': stdin) at OFFSET")
-    s.add_argument("offset", type=_size_arg)
-    s.add_argument("file")
-    s.add_argument("--fua", action="store_true", help="force unit access: on stable media")
-    _common_options(s)
-
-    s = sub.add_parser("flush", help="write the device's volatile cache out")
-    _common_options(s)
-
-    s = sub.add_parser("trim", help="tell the device it may forget LENGTH bytes at OFFSET")
-    s.add_argument("offset", type=_size_arg)
-    s.add_argument("length", type=_size_arg)
-    _common_options(s)
-
-    s = sub.add_parser("zero", help="make LENGTH bytes at OFFSET read back as zeros "
-                                    "(WRITE_ZEROES: no data is sent)")
-    s.add_argument("offset", type=_size_arg)
-    s.add_argument("length", type=_size_arg)
-    _common_options(s)
-
-    s = sub.add_parser("verify", help="DESTRUCTIVE: write random data over the range, "
-                                      "read it back and compare")
-    s.add_argument("offset", type=_size_arg)
-    s.add_argument("length", type=_size_arg)
-    _common_options(s)
-
-    s = sub.add_parser("bench", help="measure IOPS, MiB/s and latency")
-    s.add_argument("--mode", required=True, choices=["randread", "randwrite", "read", "write"])
-    s.add_argument("--size", type=_size_arg, default=1024, help="bytes per request (1k)")
-    s.add_argument("--seconds", type=_positive_float, default=5.0, help="how long (5)")
-    s.add_argument("--range", type=_range_arg, default=None, metavar="OFFSET:LENGTH",
-                   help="where requests go; required for writes (reads: the whole device)")
-    s.add_argument("--seed", type=int, default=None, help="seed of the random offsets")
-    _common_options(s)
-    return p
-
-
-def _info_text(info: Info, where: str) -> str:
-    known = ((INFO_READ_ONLY, "read-only"), (INFO_VOLATILE_CACHE, "volatile write cache"),
-             (INFO_FUA, "FUA honoured"), (INFO_TRIM, "TRIM"),
-             (INFO_WRITE_ZEROES, "WRITE_ZEROES"))
-    flags = [name for bit, name in known if info.flags & bit]
-    unknown = info.flags & ~sum(bit for bit, _ in known)
-    if unknown:
-        flags.append(f"unknown 0x{unknown:x}")
-    lines = [
-        f"instance     {where}",
-        f"size         {info.size} bytes ({format_size(info.size)})",
-        f"sector size  {info.sector_size} bytes (physical {info.physical_block_size}, "
-        f"optimal I/O {info.io_opt or 'not given'})",
-        f"max io       {info.max_io} bytes per datagram",
-        f"max read     {info.max_read} bytes per READ",
-        f"slots        {info.slots}",
-        f"trim         " + (f"up to {info.max_trim} bytes a request, granularity "
-                            f"{info.discard_granularity}" if info.trim else "no"),
-        f"write zeroes " + (f"up to {info.max_write_zeroes} bytes a request"
-                            if info.write_zeroes else "no"),
-        f"access       {'read-only' if info.read_only else 'read-write'}",
-        f"flags        0x{info.flags:x} ({', '.join(flags) if flags else 'none'})",
-        f"export id    {info.export_id:016x}",
-    ]
-    return "\n".join(lines)
-
-
-def _bench_text(r: dict) -> str:
-    lat = r["latency_us"]
-    rng = r["range"]
-    text = (f"bench {r['mode']}: {r['size']}-byte requests, window {r['window']}, "
-            f"range {rng['offset']}+{rng['length']}, {r['seconds']:.2f} s\n"
-            f"  {r['ops']} ops  {r['iops']:.1f} IOPS  {r['mib_s']:.2f} MiB/s\n"
-            f"  latency (us): p50 {lat['p50']:.1f}  p99 {lat['p99']:.1f}  "
-            f"p99.9 {lat['p99.9']:.1f}  max {lat['max']:.1f}\n"
-            f"  retries {r['retries']}  busy {r['busy']}  errors {r['errors']}")
-    if r.get("first_error"):
-        text += f"\n  first error: {r['first_error']}"
-    return text
-
-
-def _first_difference(a, b) -> int:
-    """Index of the first byte where a and b differ (they are known to)."""
-    step = 4096
-    for i in range(0, min(len(a), len(b)), step):
-        if a[i:i + step] != b[i:i + step]:
-            for j in range(i, min(i + step, len(a), len(b))):
-                if a[j] != b[j]:
-                    return j
-    return min(len(a), len(b))
-
-
-def _cmd_read(c: Client, a) -> int:
-    out = sys.stdout.buffer if a.file == "-" else open(a.file, "wb")
-    try:
-        piece = max(PIECE // c.read_piece(), 1) * c.read_piece()
-        buf = bytearray(min(piece, a.length))
-        pos = 0
-        t0 = time.monotonic()
-        while pos < a.length:
-            n = min(piece, a.length - pos)
-            view = memoryview(buf)[:n]
-            c.read_into(a.offset + pos, view, a.window)
-            out.write(view)
-            pos += n
-        out.flush()
-    finally:
-        if out is not sys.stdout.buffer:
-            out.close()
-    dt = time.monotonic() - t0
-    print(f"netblk: read {a.length} bytes at {a.offset} in {dt:.3f} s "
-          f"({a.length / max(dt, 1e-9) / (1 << 20):.1f} MiB/s)", file=sys.stderr)
-    return 0
-
-
-def _cmd_write(c: Client, a) -> int:
-    g = c.geometry
-    sector = max(g.sector_size, 1)
-    src = sys.stdin.buffer if a.file == "-" else open(a.file, "rb")
-    try:
-        if src is not sys.stdin.buffer:
-            st = os.fstat(src.fileno())
-            if stat.S_ISREG(st.st_mode) and st.st_size % sector:
-                raise UsageError(f"write: {a.file} is {st.st_size} bytes, not a whole number "
-                                 f"of {sector}-byte sectors")
-        piece = max(PIECE // max(g.max_io, 1), 1) * max(g.max_io, 1)
-        pos = 0
-        t0 = time.monotonic()
-        while True:
-            data = src.read(piece)
-            if not data:
-                break
-            if len(data) % sector:
-                raise UsageError(f"write: the input ends {pos + len(data)} bytes in, not on a "
-                                 f"{sector}-byte sector boundary; {pos} bytes were written")
-            c.write(a.offset + pos, data, a.window, a.fua)
-            pos += len(data)
-    finally:
-        if src is not sys.stdin.buffer:
-            src.close()
-    dt = time.monotonic() - t0
-    print(f"netblk: wrote {pos} bytes at {a.offset}{' (FUA)' if a.fua else ''} in {dt:.3f} s "
-          f"({pos / max(dt, 1e-9) / (1 << 20):.1f} MiB/s)", file=sys.stderr)
-    return 0
-
-
-def _cmd_verify(c: Client, a) -> int:
-    print(f"verify: this overwrites {a.offset}..{a.offset + a.length} on the device", flush=True)
-    g = c.geometry
-    unit = max(g.max_io, 1) * max(c.read_piece() // max(g.max_io, 1), 1)
-    piece = max(PIECE // unit, 1) * unit
-    pos = 0
-    while pos < a.length:
-        n = min(piece, a.length - pos)
-        data = os.urandom(n)
-        c.write(a.offset + pos, data, a.window)
-        back = c.read(a.offset + pos, n, a.window)
-        if back != data:
-            i = _first_difference(data, back)
-            print(f"verify: MISMATCH at offset {a.offset + pos + i}: wrote 0x{data[i]:02x}, "
-                  f"read 0x{back[i]:02x}" if i < len(back) else
-                  f"verify: MISMATCH at offset {a.offset + pos + i}: short read")
-            return 1
-        pos += n
-    print(f"verify: OK ({a.length} bytes at {a.offset} read back as written)")
-    return 0
-
-
-def _cmd_bench(c: Client, a) -> int:
-    try:
-        r = bench(c, a.mode, a.size, a.seconds, a.window, a.range, a.seed)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    print(json.dumps(r) if a.json else _bench_text(r))
-    return 1 if r["errors"] else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    a = parser.parse_args(argv)
-    for k, v in COMMON_DEFAULTS.items():
-        if not hasattr(a, k):
-            setattr(a, k, v)
-    try:
-        auth = None
-        if a.key is not None:
-            try:
-                auth = Auth(read_key_file(a.key), a.auth == "full")
-            except ValueError as e:
-                raise UsageError(str(e)) from None
-        elif a.auth is not None:
-            raise UsageError("--auth needs the key: --key FILE")
-        with Client(a.host, a.port, timeout=a.timeout, tries=a.tries, checksum=a.checksum,
-                    auth=auth) as c:
-            if a.command == "info":
-                info = c.info()
-                print(json.dumps(info.to_dict()) if a.json else _info_text(info, c.where))
-                return 0
-            if a.command == "read":
-                return _cmd_read(c, a)
-            if a.command == "write":
-                return _cmd_write(c, a)
-            if a.command == "flush":
-                c.flush()
-                print("netblk: flushed", file=sys.stderr)
-                return 0
-            if a.command in ("trim", "zero"):
-                (c.trim if a.command == "trim" else c.write_zeroes)(a.offset, a.length, a.window)
-                print(f"netblk: {'trimmed' if a.command == 'trim' else 'zeroed'} {a.length} "
-                      f"bytes at {a.offset}", file=sys.stderr)
-                return 0
-            if a.command == "verify":
-                return _cmd_verify(c, a)
-            if a.command == "bench":
-                return _cmd_bench(c, a)
-            parser.error(f"unknown command {a.command}")
-    except UsageError as e:
-        print(f"netblk: {e}", file=sys.stderr)
-        return 2
-    except NetblkError as e:
-        print(f"netblk: {e}", file=sys.stderr)
-        return 1
-    except OSError as e:
-        print(f"netblk: {e}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
-    return 0
-
-
-def run() -> int:
-    """The netblk command: main() with the command line's exit habits."""
-    try:
-        return main()
-    except BrokenPipeError:
-        # the reader of stdout went away (e.g. `| head`)
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 1
-
-
-if __name__ == "__main__":
-    sys.exit(run())
