@@ -8,6 +8,7 @@ PKGS=(
 	qemu-system-x86 busybox-static cpio kmod xz-utils gdisk e2fsprogs
 	python3-pytest libmnl-dev libgtest-dev g++ gcc-12 g++-12 make clang llvm libbpf-dev bpftool
 	dwarves libelf-dev fio nbd-server ethtool dmsetup linux-perf mdadm iproute2 scdoc
+	libmicrohttpd-dev prometheus
 )
 
 [ $# -eq 0 ] || PKGS=("$@")
@@ -26,4 +27,13 @@ SUDO=""
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -q </dev/null
+# prometheus is here for promtool only: a policy-rc.d that says no (unless
+# one is there already) keeps its postinst from starting a server.
+guard=""
+if [ ! -e /usr/sbin/policy-rc.d ]; then
+	guard=/usr/sbin/policy-rc.d
+	printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$guard" >/dev/null
+	$SUDO chmod 0755 "$guard"
+	trap '$SUDO rm -f "$guard"' EXIT
+fi
 $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}" </dev/null

@@ -39,6 +39,23 @@ enum netblk_drop_reason {
 	NETBLK_DROP_REASONS,
 };
 
+/*
+ * The status a request was refused with on the spot, in the receive path
+ * (netblk_genl.h NETBLK_S_REFUSED_*); `refused` is their sum.
+ */
+enum netblk_refusal {
+	NETBLK_REFUSED_EAGAIN,		/* no free slot */
+	NETBLK_REFUSED_EINVAL,		/* a malformed or misaligned request */
+	NETBLK_REFUSED_EROFS,		/* a change to a read-only instance */
+	NETBLK_REFUSED_ERANGE,		/* beyond the device's end */
+	NETBLK_REFUSED_EMSGSIZE,	/* more than a request may carry or ask */
+	NETBLK_REFUSED_EOPNOTSUPP,	/* an op the device or the instance does not do */
+	NETBLK_REFUSED_ENOTCONN,	/* no such session */
+	NETBLK_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
+	NETBLK_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
+	NETBLK_REFUSALS,
+};
+
 struct netblk_core_config {
 	uint64_t size_bytes;
 	uint32_t sector_size;
@@ -74,7 +91,8 @@ struct netblk_stats {
 	uint64_t requests;
 	uint64_t bad;		/* the sum of dropped[] */
 	uint64_t dropped[NETBLK_DROP_REASONS];	/* enum netblk_drop_reason */
-	uint64_t refused;
+	uint64_t refused;	/* the sum of refused_by[] */
+	uint64_t refused_by[NETBLK_REFUSALS];	/* enum netblk_refusal */
 	uint64_t busy;
 	uint64_t inflight_queued;
 	uint64_t inflight_disk;
@@ -218,10 +236,25 @@ void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats 
 /*
  * The service-time histogram (nanoseconds, core/histogram.h's buckets):
  * copies up to @n bucket counts into @buckets and returns how many there
- * are; *@max is the largest sample, *@count the samples.
+ * are; *@max is the largest sample, *@count the samples, *@sum their exact
+ * sum.
  */
+/*
+ * Service time by the request's op (the protocol's op code): up to @n ops
+ * with replies into @out; returns how many ops have had replies.
+ */
+#define NETBLK_OP_CODES 8	/* op codes 0 (none) to 7 (HELLO), protocol.h */
+
+struct netblk_op_service {
+	uint32_t op;
+	uint64_t count;
+	uint64_t sum_ns;
+};
+uint32_t netblk_core_read_op_service(const struct netblk_core *core,
+				     struct netblk_op_service *out, uint32_t n);
+
 uint32_t netblk_core_read_latency(const struct netblk_core *core, uint64_t *buckets,
-				  uint32_t n, uint64_t *max, uint64_t *count);
+				  uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum);
 
 #ifdef __cplusplus
 }

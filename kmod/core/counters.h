@@ -20,7 +20,7 @@ struct rx_counters_fields {
 	u64 frames_rx;		/* frames handed to the instance */
 	u64 requests;		/* datagrams that parsed as requests */
 	u64 dropped[drop_reasons];	/* dropped unanswered, by reason */
-	u64 refused;		/* answered with an error on the spot */
+	u64 refused_by[refusals];	/* answered with an error on the spot, by status */
 	u64 busy;		/* of those, for want of a slot */
 	u64 queued;		/* slots queued to the worker */
 	u64 frames_kept;	/* received frames a slot holds on to */
@@ -37,10 +37,13 @@ struct rx_counters_fields {
 	u64 replies_dropped;	/* refusals the NIC did not take */
 };
 
+/* Whole cache lines a CPU (never a pad of 0 bytes, which C++ has no array for). */
+constexpr u32 rx_counters_size = (sizeof(rx_counters_fields) / 64 + 1) * 64;
+
 struct rx_counters : rx_counters_fields {
-	u8 pad[256 - sizeof(rx_counters_fields)];	/* four cache lines a CPU */
+	u8 pad[rx_counters_size - sizeof(rx_counters_fields)];
 };
-static_assert(sizeof(rx_counters) == 256, "no false sharing between CPUs");
+static_assert(sizeof(rx_counters) % 64 == 0, "no false sharing between CPUs");
 
 struct worker_counters {
 	u64 submitted;		/* slots sent to the disk (or answered without it) */
@@ -64,6 +67,9 @@ struct worker_counters {
 	u64 disk_batches;	/* submit rounds that sent the disk something */
 	u64 tx_batches;		/* transmits, each one flush */
 	u64 not_connected;	/* requests whose session closed before the worker got them */
+	/* replies by the request's op (op_code): how many, and their service times' sum */
+	u64 served[op_last + 1];
+	u64 served_ns[op_last + 1];
 };
 
 } /* namespace nb */

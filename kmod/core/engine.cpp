@@ -10,6 +10,11 @@ constexpr int err_inval = 22;
 
 static_assert((int)drop_reasons == NETBLK_DROP_REASONS && (int)drop_multibuffer == NETBLK_DROP_MULTIBUFFER,
 	      "core_api.h's drop reasons are protocol.h's");
+static_assert(op_last + 1 == NETBLK_OP_CODES, "core_api.h's op codes are protocol.h's");
+static_assert((int)refusals == NETBLK_REFUSALS &&
+		      (int)refused_eprotonosupport == NETBLK_REFUSED_EPROTONOSUPPORT &&
+		      (int)refused_eopnotsupp == NETBLK_REFUSED_EOPNOTSUPP,
+	      "core_api.h's refusals are protocol.h's");
 
 bool slot_list::init(u32 capacity)
 {
@@ -112,6 +117,15 @@ endpoint engine::local() const
 
 /* ---- the receive path ---- */
 
+/* By status; validate_header() refuses with no status refusal_of() does not know (unit tested). */
+void engine::count_refusal(rx_counters &c, u16 status)
+{
+	refusal r = refusal_of(status);
+
+	if (r != refusals)
+		add_once(c.refused_by[r], 1);
+}
+
 /*
  * Answer on the spot: the request's own frame becomes the reply, one header
  * carrying the request's handle, offset, length and the status.  A request
@@ -133,7 +147,7 @@ netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 	*len = write_reply_headers(data, route, reply, 0, 0);
 	if (status != status_ekeyrejected)
 		seal(auth_, data + *len - header_size, nullptr, 0);
-	add_once(c.refused, 1);
+	count_refusal(c, status);
 	if (status == status_eagain)
 		add_once(c.busy, 1);
 	return NETBLK_RX_REPLY;
@@ -160,7 +174,7 @@ netblk_rx_verdict engine::refuse_v1(rx_counters &c, u8 *data, u32 *len,
 	copy_bytes(p + 8, handle_offset_length, 20);
 	store_be16(p + 28, 0);
 	*len = at + v1_header_size;
-	add_once(c.refused, 1);
+	count_refusal(c, status_eprotonosupport);
 	add_once(c.old_version, 1);
 	return NETBLK_RX_REPLY;
 }
@@ -704,8 +718,18 @@ bool engine::finish_io(u32 index, u64 now_ns)
 		return false;
 	}
 	s.first_tx_ns = now_ns;
-	hist_.record(now_ns > s.arrival_ns ? now_ns - s.arrival_ns : 0);
+	record_service_time(s.request.op, now_ns > s.arrival_ns ? now_ns - s.arrival_ns : 0);
 	return true;
+}
+
+/* Into the histogram, and the op's count and sum (validated: op <= op_last). */
+void engine::record_service_time(u8 op, u64 ns)
+{
+	hist_.record(ns);
+	if (op > op_last)
+		return;
+	add_once(worker_.served[op], 1);
+	add_once(worker_.served_ns[op], ns);
 }
 
 /*
@@ -873,7 +897,8 @@ void engine::read_stats(netblk_stats *s) const
 		s->requests += read_once(r.requests);
 		for (u32 i = 0; i < drop_reasons; i++)
 			s->dropped[i] += read_once(r.dropped[i]);
-		s->refused += read_once(r.refused);
+		for (u32 i = 0; i < refusals; i++)
+			s->refused_by[i] += read_once(r.refused_by[i]);
 		s->busy += read_once(r.busy);
 		s->reads += read_once(r.reads);
 		s->read_bytes += read_once(r.read_bytes);
@@ -895,6 +920,8 @@ void engine::read_stats(netblk_stats *s) const
 	}
 	for (u32 i = 0; i < drop_reasons; i++)
 		s->bad += s->dropped[i];
+	for (u32 i = 0; i < refusals; i++)
+		s->refused += s->refused_by[i];
 
 	const worker_counters &w = worker_;
 	u64 submitted = read_once(w.submitted);
@@ -1077,8 +1104,29 @@ void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats 
 	core->engine.read_stats(stats);
 }
 
+uint32_t netblk_core_read_op_service(const struct netblk_core *core,
+				     struct netblk_op_service *out, uint32_t n)
+{
+	const nb::worker_counters &w = core->engine.counters();
+	uint32_t used = 0;
+
+	for (uint32_t op = 0; op <= nb::op_last; op++) {
+		uint64_t count = nb::read_once(w.served[op]);
+
+		if (!count)
+			continue;
+		if (used < n) {
+			out[used].op = op;
+			out[used].count = count;
+			out[used].sum_ns = nb::read_once(w.served_ns[op]);
+		}
+		used++;
+	}
+	return used;
+}
+
 uint32_t netblk_core_read_latency(const struct netblk_core *core, uint64_t *buckets,
-				  uint32_t n, uint64_t *max, uint64_t *count)
+				  uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum)
 {
 	const nb::histogram &h = core->engine.service_time();
 
@@ -1086,6 +1134,7 @@ uint32_t netblk_core_read_latency(const struct netblk_core *core, uint64_t *buck
 		buckets[i] = h.bucket(i);
 	*max = h.max();
 	*count = h.count();
+	*sum = h.sum();
 	return nb::histogram::bucket_count;
 }
 

@@ -108,6 +108,7 @@ public:
 	void read_stats(netblk_stats *stats) const;
 	const session_table &sessions() const { return sessions_; }
 	const histogram &service_time() const { return hist_; }
+	const worker_counters &counters() const { return worker_; }
 
 	/* for tests */
 	rx_counters &rx(u32 cpu) { return rx_[cpu]; }
@@ -132,6 +133,8 @@ private:
 		return (u16)((auth_.keyed ? flag_auth_key : 0) | (auth_.data ? flag_auth_data : 0));
 	}
 	void count_drop(rx_counters &c, drop_reason why) { add_once(c.dropped[why], 1); }
+	static void count_refusal(rx_counters &c, u16 status);
+	void record_service_time(u8 op, u64 ns);
 	netblk_rx_verdict refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 					  const reply_route &route, const header &h, u16 status);
 	netblk_rx_verdict refuse_v1(rx_counters &c, u8 *data, u32 *len,

@@ -44,6 +44,7 @@ void histogram::record(u64 value)
 
 	add_once(buckets_[i], 1);
 	add_once(count_, 1);
+	add_once(sum_, value);
 	if (value > max_)
 		__atomic_store_n(&max_, value, __ATOMIC_RELAXED);
 }
@@ -54,6 +55,7 @@ void histogram::reset()
 		__atomic_store_n(&buckets_[i], 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&count_, 0, __ATOMIC_RELAXED);
 	__atomic_store_n(&max_, 0, __ATOMIC_RELAXED);
+	__atomic_store_n(&sum_, 0, __ATOMIC_RELAXED);
 }
 
 u64 histogram::value_at_ppm(u32 ppm) const

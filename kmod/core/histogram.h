@@ -4,7 +4,8 @@
  * have a bucket each; above, every power of two is cut into 64 equal buckets,
  * so a bucket is at most 1/64 of the values it holds wide and a percentile
  * read as a bucket's midpoint is within 0.8 % of the true sample.  The
- * maximum is kept exactly.  One writer (the instance's worker); readers on
+ * maximum and the sum are kept exactly (the sum for a mean, Prometheus's
+ * _sum: 2^64 ns is 584 years of service time).  One writer (the instance's worker); readers on
  * other CPUs see counts that are each consistent, taken one by one.
  *
  * Integer only: the module uses no floating point.
@@ -30,6 +31,7 @@ public:
 
 	u64 count() const { return read_once(count_); }
 	u64 max() const { return read_once(max_); }
+	u64 sum() const { return read_once(sum_); }
 	u64 bucket(u32 index) const { return read_once(buckets_[index]); }
 
 	/* The value at the given parts-per-million rank (500000 = median). */
@@ -43,6 +45,7 @@ public:
 private:
 	u64 count_ = 0;
 	u64 max_ = 0;
+	u64 sum_ = 0;
 	u64 buckets_[bucket_count] = {};
 };
 

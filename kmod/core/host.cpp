@@ -557,7 +557,7 @@ void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status)
 }
 
 uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint64_t *buckets,
-				       uint32_t n, uint64_t *max, uint64_t *count)
+				       uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum)
 {
 	const histogram &h = core->c.service;
 
@@ -565,6 +565,7 @@ uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint
 		buckets[i] = h.bucket(i);
 	*max = h.max();
 	*count = h.count();
+	*sum = h.sum();
 	return histogram::bucket_count;
 }
 

@@ -169,7 +169,7 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
  * answer, in ns, as netblk_core_read_latency() reads an instance's.
  */
 uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint64_t *buckets,
-				       uint32_t n, uint64_t *max, uint64_t *count);
+				       uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum);
 
 /* ---- what the client's shim provides, called under the attachment's lock ---- */
 

@@ -172,6 +172,22 @@ void seal(const auth_config &a, u8 *header_bytes, const u8 *data, u32 data_len)
 
 /* ---- validation ---- */
 
+refusal refusal_of(u16 status)
+{
+	switch (status) {
+	case status_eagain: return refused_eagain;
+	case status_einval: return refused_einval;
+	case status_erofs: return refused_erofs;
+	case status_erange: return refused_erange;
+	case status_emsgsize: return refused_emsgsize;
+	case status_eopnotsupp: return refused_eopnotsupp;
+	case status_enotconn: return refused_enotconn;
+	case status_ekeyrejected: return refused_ekeyrejected;
+	case status_eprotonosupport: return refused_eprotonosupport;
+	default: return refusals;
+	}
+}
+
 static decision refuse(u16 status) { return { verdict::refuse, status }; }
 static constexpr decision serve = { verdict::serve, status_ok };
 

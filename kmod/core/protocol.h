@@ -246,6 +246,26 @@ enum drop_reason : u8 {
 	drop_reasons,		/* how many there are */
 };
 
+/*
+ * The statuses a request is refused with on the spot, each counted on its
+ * own (core_api.h enum netblk_refusal, netblk_genl.h NETBLK_S_REFUSED_*).
+ */
+enum refusal : u8 {
+	refused_eagain,
+	refused_einval,
+	refused_erofs,
+	refused_erange,
+	refused_emsgsize,
+	refused_eopnotsupp,
+	refused_enotconn,
+	refused_ekeyrejected,
+	refused_eprotonosupport,
+	refusals,		/* how many there are; also "not a refusal status" */
+};
+
+/* The counter of a refusal with @status; refusals when it is none. */
+refusal refusal_of(u16 status);
+
 /* Where a received datagram's parts lie in its frame. */
 struct frame_layout {
 	u32 l3_offset;		/* IPv4 header: 14, or 18 behind a VLAN tag */

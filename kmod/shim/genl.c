@@ -113,6 +113,18 @@ static const struct {
 	{ NETBLK_S_DUPLICATES_IN_FLIGHT, offsetof(struct netblk_stats, duplicates_in_flight) },
 	{ NETBLK_S_STALE, offsetof(struct netblk_stats, stale) },
 	{ NETBLK_S_TOO_FAR, offsetof(struct netblk_stats, too_far) },
+	{ NETBLK_S_REFUSED_EAGAIN, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EAGAIN]) },
+	{ NETBLK_S_REFUSED_EINVAL, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EINVAL]) },
+	{ NETBLK_S_REFUSED_EROFS, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EROFS]) },
+	{ NETBLK_S_REFUSED_ERANGE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ERANGE]) },
+	{ NETBLK_S_REFUSED_EMSGSIZE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EMSGSIZE]) },
+	{ NETBLK_S_REFUSED_EOPNOTSUPP,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EOPNOTSUPP]) },
+	{ NETBLK_S_REFUSED_ENOTCONN, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ENOTCONN]) },
+	{ NETBLK_S_REFUSED_EKEYREJECTED,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EKEYREJECTED]) },
+	{ NETBLK_S_REFUSED_EPROTONOSUPPORT,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EPROTONOSUPPORT]) },
 };
 
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
@@ -149,26 +161,48 @@ struct netblk_latency_source {
 };
 
 static u32 netblk_read_latency(const struct netblk_latency_source *src, u64 *buckets, u32 n,
-			       u64 *max, u64 *count)
+			       u64 *max, u64 *count, u64 *sum)
 {
 	if (src->host)
-		return netblk_host_core_read_latency(src->host, buckets, n, max, count);
-	return netblk_core_read_latency(src->core, buckets, n, max, count);
+		return netblk_host_core_read_latency(src->host, buckets, n, max, count, sum);
+	return netblk_core_read_latency(src->core, buckets, n, max, count, sum);
+}
+
+/* An instance's service time by op: a handful of entries, built on the stack. */
+static int netblk_put_op_service(struct sk_buff *skb, const struct netblk_core *core)
+{
+	struct netblk_op_service ops[NETBLK_OP_CODES];
+	struct netblk_op_service_time *out;
+	struct nlattr *attr;
+	u32 n, i;
+
+	n = min_t(u32, netblk_core_read_op_service(core, ops, ARRAY_SIZE(ops)), ARRAY_SIZE(ops));
+	attr = nla_reserve(skb, NETBLK_L_OPS, n * sizeof(*out));
+	if (!attr)
+		return -EMSGSIZE;
+	out = nla_data(attr);
+	for (i = 0; i < n; i++) {
+		out[i].op = ops[i].op;
+		out[i].reserved = 0;
+		out[i].count = ops[i].count;
+		out[i].sum_ns = ops[i].sum_ns;
+	}
+	return 0;
 }
 
 static int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *src)
 {
 	struct netblk_latency_bucket *out;
 	u32 n, i, used = 0;
-	u64 *buckets, max, count;
+	u64 *buckets, max, count, sum;
 	struct nlattr *nest, *attr;
 	int err = -EMSGSIZE;
 
-	n = netblk_read_latency(src, NULL, 0, &max, &count);
+	n = netblk_read_latency(src, NULL, 0, &max, &count, &sum);
 	buckets = kvmalloc_array(n, sizeof(*buckets), GFP_KERNEL);
 	if (!buckets)
 		return -ENOMEM;
-	netblk_read_latency(src, buckets, n, &max, &count);
+	netblk_read_latency(src, buckets, n, &max, &count, &sum);
 	for (i = 0; i < n; i++)
 		used += buckets[i] != 0;
 
@@ -177,8 +211,11 @@ static int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_s
 		goto free;
 	if (nla_put_u64_64bit(skb, NETBLK_L_COUNT, count, NETBLK_L_PAD) ||
 	    nla_put_u64_64bit(skb, NETBLK_L_MAX_NS, max, NETBLK_L_PAD) ||
+	    nla_put_u64_64bit(skb, NETBLK_L_SUM_NS, sum, NETBLK_L_PAD) ||
 	    nla_put_u32(skb, NETBLK_L_LINEAR_LIMIT, NETBLK_LATENCY_LINEAR_LIMIT) ||
 	    nla_put_u32(skb, NETBLK_L_SUB_BUCKETS, NETBLK_LATENCY_SUB_BUCKETS))
+		goto cancel;
+	if (src->core && netblk_put_op_service(skb, src->core))
 		goto cancel;
 	attr = nla_reserve(skb, NETBLK_L_BUCKETS, used * sizeof(*out));
 	if (!attr)
@@ -227,6 +264,7 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 			       unsigned int what)
 {
 	if (nla_put_string(skb, NETBLK_A_DEVICE, inst->device) ||
+	    nla_put_string(skb, NETBLK_A_DISK_NAME, inst->disk_name) ||
 	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
 	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
 	    nla_put_string(skb, NETBLK_A_IFNAME, inst->nic->name) ||

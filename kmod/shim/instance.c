@@ -203,6 +203,7 @@ static int netblk_open_bdev(struct netblk_instance *inst, struct netlink_ext_ack
 	}
 	inst->bdev_file = file;
 	bdev = file_bdev(file);
+	snprintf(inst->disk_name, sizeof(inst->disk_name), "%pg", bdev);
 	inst->size_bytes = bdev_nr_bytes(bdev);
 	inst->sector_size = bdev_logical_block_size(bdev);
 	return 0;
@@ -512,6 +513,12 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		goto fail;
 
 	inst->started_ns = ktime_get_boottime_ns();
+	/* Its NIC was down (netblk_nic_start_down): it starts waiting for it. */
+	if (inst->waiting_for[0]) {
+		inst->state = NETBLK_STATE_WAITING;
+		inst->waiting_ns = inst->started_ns;
+		pr_info("port %u waits: %s\n", inst->port, inst->waiting_for);
+	}
 	list_add_tail(&inst->node, &netblk_instances);
 	*out = inst;
 	return 0;

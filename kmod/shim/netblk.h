@@ -93,6 +93,7 @@ struct netblk_instance {
 	u64 started_ns;			/* boottime */
 
 	struct file *bdev_file;
+	char disk_name[BDEVNAME_SIZE];	/* as the kernel names it: nvme0n1p1 */
 	struct net_device *nic;		/* the NIC its XDP program runs on */
 	netdevice_tracker nic_tracker;
 	struct net_device *addr_dev;	/* where its address is: the NIC, or its VLAN device */

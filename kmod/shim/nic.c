@@ -228,6 +228,32 @@ static int netblk_nic_vlan(struct netblk_instance *inst, u16 vlan, struct netlin
 	return 0;
 }
 
+/*
+ * A NIC that is down at START (a boot that restores before the link is up, a
+ * cable out): with nic-loss=wait the instance starts WAITING, as if the NIC
+ * had gone down under it, and serves once it is up -- its address, which a
+ * down NIC keeps, is what it will serve.  Where the driver runs no XDP
+ * after the NIC opens, or with nic-loss=stop, a down NIC is refused.
+ */
+static int netblk_nic_start_down(struct netblk_instance *inst, struct netlink_ext_ack *extack)
+{
+	const char *name = inst->addr_dev->name;
+
+	if (inst->nic_loss != NETBLK_NIC_LOSS_WAIT) {
+		/* extack messages end at 80 bytes */
+		NL_SET_ERR_MSG_FMT(extack, "%s is down: bring it up, or start with nic-loss=wait",
+				   name);
+		return -ENETDOWN;
+	}
+	if (!netblk_nic_xdp_survives_reopen(inst)) {
+		NL_SET_ERR_MSG_FMT(extack, "%s is down: bring it up (%s runs no XDP after it opens)",
+				   name, inst->driver);
+		return -ENETDOWN;
+	}
+	snprintf(inst->waiting_for, sizeof(inst->waiting_for), "%s is down", name);
+	return 0;
+}
+
 static int netblk_nic_check(struct netblk_instance *inst, const struct netblk_start_params *p,
 			    struct netlink_ext_ack *extack)
 {
@@ -236,9 +262,10 @@ static int netblk_nic_check(struct netblk_instance *inst, const struct netblk_st
 	const char *feature;
 
 	if (!(adev->flags & IFF_UP) || !netif_running(adev) || !netif_running(nic)) {
-		NL_SET_ERR_MSG_FMT(extack, "%s is down: bring it up (ip link set %s up) first",
-				   adev->name, adev->name);
-		return -ENETDOWN;
+		int err = netblk_nic_start_down(inst, extack);
+
+		if (err)
+			return err;
 	}
 	inst->addr = netblk_dev_addr(adev);
 	if (!inst->addr) {

@@ -143,6 +143,8 @@ enum netblk_attr {
 	NETBLK_A_NIC_LOSS,
 	NETBLK_A_WAITING_MS,	/* u64: how long it has been waiting for its NIC */
 	NETBLK_A_WAITING_FOR,	/* string: what it waits for ("eth0 is down") */
+	/* string: the served device as the kernel names it (nvme0n1p1, as in /proc/diskstats) */
+	NETBLK_A_DISK_NAME,
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
@@ -254,6 +256,16 @@ enum netblk_stat_attr {
 	NETBLK_S_DUPLICATES_IN_FLIGHT,	/* dropped: the original was at the disk */
 	NETBLK_S_STALE,			/* refused ESTALE: older than the replay window */
 	NETBLK_S_TOO_FAR,		/* refused EOVERFLOW: beyond the replay window */
+	/* REFUSED, by the status the request was answered with on the spot */
+	NETBLK_S_REFUSED_EAGAIN,	/* no free slot (BUSY) */
+	NETBLK_S_REFUSED_EINVAL,	/* malformed or misaligned */
+	NETBLK_S_REFUSED_EROFS,		/* a change to a read-only instance */
+	NETBLK_S_REFUSED_ERANGE,	/* beyond the device's end */
+	NETBLK_S_REFUSED_EMSGSIZE,	/* more than a request may carry or ask */
+	NETBLK_S_REFUSED_EOPNOTSUPP,	/* an op the device or instance does not do */
+	NETBLK_S_REFUSED_ENOTCONN,	/* no such session */
+	NETBLK_S_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
+	NETBLK_S_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
@@ -331,9 +343,20 @@ enum netblk_latency_attr {
 	NETBLK_L_SUB_BUCKETS,	/* u32 */
 	NETBLK_L_BUCKETS,	/* binary: struct netblk_latency_bucket[] */
 	NETBLK_L_PAD,
+	NETBLK_L_SUM_NS,	/* u64: the samples' sum, exact */
+	/* binary: struct netblk_op_service_time[], an instance's ops with replies */
+	NETBLK_L_OPS,
 	__NETBLK_L_MAX,
 };
 #define NETBLK_L_MAX (__NETBLK_L_MAX - 1)
+
+/* The service time of an instance's replies to one op (docs/protocol.md's op codes). */
+struct netblk_op_service_time {
+	__u32 op;
+	__u32 reserved;
+	__u64 count;		/* replies */
+	__u64 sum_ns;		/* their service times' sum */
+};
 
 struct netblk_latency_bucket {
 	__u32 index;		/* bucket number, from 0 */

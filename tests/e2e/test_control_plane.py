@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import sys
 import time
 from pathlib import Path
 
@@ -16,6 +17,11 @@ import pytest
 
 from guest import kernel_trouble
 from nbtest import ctl, instances, refused, start  # noqa: F401
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"))
+import netblk as nbc  # noqa: E402
+
+GUEST_FORWARDS = [7000]	# the data path after a start on a down NIC
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -395,13 +401,31 @@ def test_rmmod_with_instances(netblk):
     assert set(instances(g)) == {7000, 7001}
 
 
-def test_nic_down_refused(netblk):
+def test_a_start_on_a_down_nic_waits_for_it(netblk):
+    """A boot that restores before the link is up: with nic-loss=wait (the
+    default) the instance starts waiting and serves once the NIC is up; with
+    nic-loss=stop, or on vmxnet3 (no XDP after it opens), it is refused."""
     g = netblk
     g.check("ip link set eth0 down")
     try:
-        refused(g, r"down|eth0", "start", P1, 7000, "dev=eth0")
+        refused(g, r"eth0 is down: bring it up, or start with nic-loss=wait",
+                "start", P1, 7000, "dev=eth0", "nic-loss=stop")
+        if g.nic == "vmxnet3":
+            refused(g, r"eth0 is down: bring it up \(vmxnet3 runs no XDP after it opens\)",
+                    "start", P1, 7000, "dev=eth0")
+            return
+        out = g.check(f"netblkctl start {P1} 7000 dev=eth0")
+        assert "waiting: eth0 is down (it serves once the NIC is up)" in out, out
+        inst = instances(g)[7000]
+        # "eth0 is down" at start; the monitor, looking again, says "eth0 went down"
+        assert inst["state"] == "waiting" and inst["waiting_for"] in (
+            "eth0 is down", "eth0 went down"), inst
     finally:
-        g.check("ip link set eth0 up; ip route add default via 10.0.2.2 2>/dev/null; true")
+        restore_eth0(g)
+    wait_state(g, 7000, "serving")
+    c = nbc.Client("127.0.0.1", g.host_port(7000), timeout=5.0, tries=4)
+    c.write(0, b"\x5a" * 4096)
+    assert c.read(0, 4096) == b"\x5a" * 4096
 
 
 def test_unprivileged(netblk):

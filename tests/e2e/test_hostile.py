@@ -256,7 +256,7 @@ def test_allowlist_is_enforced_in_xdp_and_counted(rig):
     assert s["frames_rx"] - before["frames_rx"] == 2 and s["bad"] == before["bad"], s
     assert "sources: 10.9.0.2, 10.9.1.0/24 (2 others dropped)" in g.check("netblkctl list")
     prom = g.check("netblkctl stats --prometheus")
-    assert re.search(r'netblk_dropped_total\{port="7100",[^}]*reason="not_allowed"\} 2', prom), prom
+    assert re.search(r'netblk_not_allowed_total\{port="7100",[^}]*\} 2\n', prom), prom
 
 
 def test_allowlist_of_a_new_instance_replaces_the_old(rig):

@@ -5,8 +5,10 @@ with netblkctl."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -133,40 +135,82 @@ def test_json_latency_agrees_with_its_buckets(netblk):
     assert s["bytes_copied"] == 0 and s["bytes_zerocopy"] >= 20 * 4096, s
 
 
-PROM_LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*"'
-                       r'(?:,[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\]|\\.)*")*)\})? (\S+)$')
+def promtool_check(text):
+    """promtool (Debian's prometheus package) on an exposition: the check is
+    Prometheus's own, not a parser of ours."""
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, f"promtool check metrics: {r.stdout}{r.stderr}\n{text}"
 
 
-def test_prometheus_output_parses(netblk):
+def sample(text, name, **labels):
+    """The value of the one sample of `name` whose labels include `labels`."""
+    values = []
+    for line in text.splitlines():
+        if not line.startswith(name + "{"):
+            continue
+        head, value = line.rsplit(" ", 1)
+        if all(f'{k}="{v}"' in head for k, v in labels.items()):
+            values.append(float(value))
+    assert len(values) == 1, (name, labels, values)
+    return values[0]
+
+
+def test_prometheus_output_passes_promtool_and_joins(netblk):
+    """The exposition of a real instance passes promtool, labels the device
+    as the kernel names it (node_exporter's device label), counts refusals
+    by status and service time by op with an exact sum."""
     g = netblk
     start(g, P1, 7000)
     c = client(g)
     c.write(8192, b"\x55" * 2048)
     c.read(0, 16384)
+    size = c.info().size
+    assert c.request(nbc.OP_READ, size, 512).status == errno.ERANGE
     text = g.check("netblkctl stats --prometheus")
-    samples, typed = {}, set()
-    for line in text.splitlines():
-        if not line:
-            continue
-        if line.startswith("# TYPE "):
-            typed.add(line.split()[2])
-            continue
-        if line.startswith("#"):
-            continue
-        m = PROM_LINE.match(line)
-        assert m, f"not a Prometheus sample line: {line!r}"
-        name, value = m.group(1), float(m.group(4))
-        family = re.sub(r"_(bucket|sum|count)$", "", name)
-        assert name in typed or family in typed, f"{name} has no TYPE before it"
-        samples.setdefault(name, []).append((m.group(3) or "", value))
-    writes = dict(samples["netblk_writes_total"])
-    assert list(writes.values()) == [2.0], writes
-    assert 'port="7000"' in next(iter(writes))
-    assert dict(samples["netblk_write_bytes_total"]).popitem()[1] == 2048
-    buckets = [v for _, v in samples["netblk_service_time_seconds_bucket"]]
+    promtool_check(text)
+    me = {"port": "7000", "device": "nvme0n1p1"}
+    writes = sample(text, "netblk_writes_total", **me)
+    assert writes >= 1 and sample(text, "netblk_write_bytes_total", **me) == 2048
+    assert sample(text, "netblk_refused_total", status="ERANGE", **me) == 1
+    assert sample(text, "netblk_refused_total", status="EAGAIN", **me) == 0
+    assert sample(text, "netblk_instance_info", path=P1, read_only="false", **me) == 1
+    assert sample(text, "netblk_op_service_time_seconds_count", op="write", **me) == writes
+    buckets = [float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+               if l.startswith("netblk_service_time_seconds_bucket{")]
     assert buckets == sorted(buckets), "cumulative buckets never go down"
-    count = samples["netblk_service_time_seconds_count"][0][1]
+    count = sample(text, "netblk_service_time_seconds_count", **me)
     assert buckets[-1] == count > 0
+    # the histogram's sum and the ops' sums are the same samples, each exact
+    ops_sum = sum(float(l.rsplit(" ", 1)[1]) for l in text.splitlines()
+                  if l.startswith("netblk_op_service_time_seconds_sum{"))
+    assert abs(sample(text, "netblk_service_time_seconds_sum", **me) - ops_sum) < 1e-6
+
+
+def test_exporter_serves_the_metrics_over_http(netblk):
+    g = netblk
+    start(g, P1, 7000)
+    g.check("(netblkctl exporter --listen 127.0.0.1:9575 > /tmp/exp.out 2>&1 & "
+            "echo $! > /tmp/exp.pid)")
+    try:
+        def scrape():
+            rc, out = g.run("wget -q -O - http://127.0.0.1:9575/metrics")
+            return out if rc == 0 else None
+
+        body = wait_for("the exporter's /metrics", scrape,
+                        detail=lambda: g.run("cat /tmp/exp.out")[1])
+        promtool_check(body)
+        assert sample(body, "netblk_slots", port="7000", device="nvme0n1p1") > 0
+        rc, out = g.run("wget -q -O - http://127.0.0.1:9575/nothing")
+        assert rc != 0, out
+        # a second exporter on the port says so and fails
+        rc, out = g.run("netblkctl exporter --listen 127.0.0.1:9575")
+        assert rc == 1 and "cannot listen on 127.0.0.1:9575" in out, out
+    finally:
+        rc, out = g.run("kill $(cat /tmp/exp.pid); sleep 1; cat /tmp/exp.out; "
+                        "kill -0 $(cat /tmp/exp.pid) 2>/dev/null && echo STILL RUNNING")
+    assert "serving the metrics at http://127.0.0.1:9575/metrics" in out, out
+    assert "STILL RUNNING" not in out, out
 
 
 def test_watch_reports_rates_and_a_stop(netblk):

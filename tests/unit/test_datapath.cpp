@@ -186,6 +186,7 @@ TEST_F(instance_fixture, RefusalsAreAnsweredOnTheSpotInTheRequestFrame)
 	netblk_stats s = stats();
 	EXPECT_EQ(s.requests, 1u);
 	EXPECT_EQ(s.refused, 1u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_ERANGE], 1u) << "counted by its status";
 	EXPECT_EQ(s.busy, 0u);
 	EXPECT_EQ(s.reads, 0u);
 	expect_nothing_held();
@@ -223,6 +224,7 @@ TEST_F(instance_fixture, BusyWhenSlotsRunOut)
 	netblk_stats s = stats();
 	EXPECT_EQ(s.busy, 2u);
 	EXPECT_EQ(s.refused, 2u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_EAGAIN], 2u);
 	EXPECT_EQ(s.inflight_queued, 256u);
 
 	work();
@@ -677,9 +679,9 @@ TEST_F(instance_fixture, StopDropsWhatIsQueuedAndFreesItsFrames)
 TEST_F(instance_fixture, ServiceTimeIsRecordedFromArrivalToReply)
 {
 	std::vector<uint64_t> before(nb::histogram::bucket_count);
-	uint64_t max_before = 0, count_before = 0;
+	uint64_t max_before = 0, count_before = 0, sum_before = 0;
 	netblk_core_read_latency(inst->core, before.data(), (uint32_t)before.size(), &max_before,
-				 &count_before);	/* the HELLO that opened the session */
+				 &count_before, &sum_before);	/* the HELLO that opened the session */
 	receive(to_server(request(op_read, 0, 512)));
 	now = 1000 + 75000;
 	netblk_core_submit(inst->core, now);
@@ -687,11 +689,12 @@ TEST_F(instance_fixture, ServiceTimeIsRecordedFromArrivalToReply)
 	ASSERT_EQ(inst->sent.size(), 1u);
 	/* the core's histogram saw 75 us */
 	std::vector<uint64_t> buckets(nb::histogram::bucket_count);
-	uint64_t max = 0, count = 0;
+	uint64_t max = 0, count = 0, sum = 0;
 	EXPECT_EQ(netblk_core_read_latency(inst->core, buckets.data(), (uint32_t)buckets.size(),
-					   &max, &count), nb::histogram::bucket_count);
+					   &max, &count, &sum), nb::histogram::bucket_count);
 	EXPECT_EQ(count - count_before, 1u);
 	EXPECT_EQ(max, 75000u);
+	EXPECT_EQ(sum - sum_before, 75000u);
 	EXPECT_EQ(buckets[nb::histogram::index_of(75000)] - before[nb::histogram::index_of(75000)], 1u);
 }
 

@@ -101,5 +101,17 @@ TEST(Histogram, EmptyAndReset)
 	h->reset();
 	EXPECT_EQ(h->count(), 0u);
 	EXPECT_EQ(h->max(), 0u);
+	EXPECT_EQ(h->sum(), 0u);
 	EXPECT_EQ(h->value_at_ppm(500000), 0u);
+}
+
+TEST(Histogram, SumIsExactWhereBucketsAreNot)
+{
+	auto h = std::make_unique<histogram>();
+	/* one bucket holds 1,000,000 to 1,015,807: midpoints would be off */
+	h->record(1000000);
+	h->record(1000001);
+	h->record(3);
+	EXPECT_EQ(h->sum(), 2000004u);
+	EXPECT_EQ(h->count(), 3u);
 }

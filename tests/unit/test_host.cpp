@@ -244,10 +244,11 @@ TEST_F(Host, AWriteGoesInDatagramsOfMaxIoAndCompletesWhenAllAreAnswered)
 	EXPECT_EQ(att.done[0], std::make_pair(1u, (uint16_t)0));
 
 	/* its service time: queued to the last answer (INFO's is not one) */
-	uint64_t buckets[1], max, count;
-	netblk_host_core_read_latency(core, buckets, 0, &max, &count);
+	uint64_t buckets[1], max, count, sum;
+	netblk_host_core_read_latency(core, buckets, 0, &max, &count, &sum);
 	EXPECT_EQ(count, 1u);
 	EXPECT_EQ(max, 3 * ms);
+	EXPECT_EQ(sum, 3 * ms);
 }
 
 TEST_F(Host, AReadsAnswersLandAtTheirPlaceInTheRequest)

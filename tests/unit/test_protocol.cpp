@@ -42,6 +42,7 @@ void expect_refused(const std::vector<u8> &buf, const geometry &g, u16 status,
 	decision d = check(buf, g, a);
 	EXPECT_EQ(d.what, verdict::refuse);
 	EXPECT_EQ(d.status, status);
+	EXPECT_NE(refusal_of(d.status), refusals) << "status " << d.status << " has no counter";
 }
 
 void expect_served(const std::vector<u8> &buf, const geometry &g, const auth_config &a = no_key)

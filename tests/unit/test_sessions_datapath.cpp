@@ -313,6 +313,7 @@ TEST_F(v2, KeyedInstanceAnswersOnlyTaggedDatagramsAndTagsItsReplies)
 	EXPECT_EQ(h.flags, flag_auth_key);
 	EXPECT_EQ(h.tag, 0u);
 	EXPECT_EQ(stats().auth_failed, 1u);
+	EXPECT_EQ(stats().refused_by[NETBLK_REFUSED_EKEYREJECTED], 1u);
 
 	/* HELLO's answer says what the tags cover, so a client in the wrong mode is told */
 	test::session.auth = client_auth;
@@ -422,6 +423,8 @@ TEST_F(v2, VersionOneIsAnsweredInItsOwnHeader)
 	EXPECT_EQ(load_be32(p + 24), 512u);
 	EXPECT_TRUE(disk_holds(inst, 0, 0));
 	EXPECT_EQ(stats().old_version, 1u);
+	EXPECT_EQ(stats().refused_by[NETBLK_REFUSED_EPROTONOSUPPORT], 1u);
+	EXPECT_EQ(stats().refused, 1u);
 }
 
 TEST_F(v2, AFullSessionTableRefusesNewSessionsAndKeepsItsOwn)

@@ -9,6 +9,19 @@
 #include <iterator>
 #include <sstream>
 
+// The statuses of refusals (format.h).
+const refusal_status refusal_statuses[refusal_status_count] = {
+	{NETBLK_S_REFUSED_EAGAIN, "EAGAIN"},
+	{NETBLK_S_REFUSED_EINVAL, "EINVAL"},
+	{NETBLK_S_REFUSED_EROFS, "EROFS"},
+	{NETBLK_S_REFUSED_ERANGE, "ERANGE"},
+	{NETBLK_S_REFUSED_EMSGSIZE, "EMSGSIZE"},
+	{NETBLK_S_REFUSED_EOPNOTSUPP, "EOPNOTSUPP"},
+	{NETBLK_S_REFUSED_ENOTCONN, "ENOTCONN"},
+	{NETBLK_S_REFUSED_EKEYREJECTED, "EKEYREJECTED"},
+	{NETBLK_S_REFUSED_EPROTONOSUPPORT, "EPROTONOSUPPORT"},
+};
+
 namespace {
 
 // Rounded tenths of `unit` in `bytes`, without overflow.
@@ -125,9 +138,19 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_DUPLICATES_IN_FLIGHT, "duplicates_in_flight"},
 	{NETBLK_S_STALE, "stale"},
 	{NETBLK_S_TOO_FAR, "too_far"},
+	{NETBLK_S_REFUSED_EAGAIN, "refused_eagain"},
+	{NETBLK_S_REFUSED_EINVAL, "refused_einval"},
+	{NETBLK_S_REFUSED_EROFS, "refused_erofs"},
+	{NETBLK_S_REFUSED_ERANGE, "refused_erange"},
+	{NETBLK_S_REFUSED_EMSGSIZE, "refused_emsgsize"},
+	{NETBLK_S_REFUSED_EOPNOTSUPP, "refused_eopnotsupp"},
+	{NETBLK_S_REFUSED_ENOTCONN, "refused_enotconn"},
+	{NETBLK_S_REFUSED_EKEYREJECTED, "refused_ekeyrejected"},
+	{NETBLK_S_REFUSED_EPROTONOSUPPORT, "refused_eprotonosupport"},
 };
 static_assert(std::size(stat_names) == NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a JSON name here");
+
 
 // The reasons a datagram is dropped, for the list's "bad" line.
 constexpr stat_name drop_names[] = {
@@ -162,6 +185,17 @@ std::string bad_text(const netblk_instance &inst)
 		sep = ", ";
 	}
 	return *sep == ',' ? out + ")" : out;
+}
+
+// "refused 5 (busy 1, ERANGE 4)": busy always, the other statuses that have counts.
+std::string refused_text(const netblk_instance &inst)
+{
+	std::string out = "refused " + std::to_string(inst.stat(NETBLK_S_REFUSED)) + " (busy " +
+			  std::to_string(inst.stat(NETBLK_S_BUSY));
+	for (const auto &r : refusal_statuses)
+		if (r.attr != NETBLK_S_REFUSED_EAGAIN && inst.stat(r.attr))
+			out += ", " + std::string(r.status) + " " + std::to_string(inst.stat(r.attr));
+	return out + ")";
 }
 
 // "sources: any", or "sources: 10.1.0.0/16, 10.2.3.4 (12 others dropped)".
@@ -201,6 +235,7 @@ void latency_json(std::ostream &o, const latency_hist &h)
 	bool readable = latency_usable(h) && latency_samples(h) > 0;
 	o << "{\"count\": " << h.count
 	  << ", \"max_ns\": " << h.max_ns
+	  << ", \"sum_ns\": " << (h.sum_ns ? std::to_string(*h.sum_ns) : "null")
 	  << ", \"p50_us\": " << json_percentile(h, readable, ppm_p50)
 	  << ", \"p99_us\": " << json_percentile(h, readable, ppm_p99)
 	  << ", \"p999_us\": " << json_percentile(h, readable, ppm_p999)
@@ -212,13 +247,21 @@ void latency_json(std::ostream &o, const latency_hist &h)
 		o << sep << '[' << index << ", " << count << ']';
 		sep = ", ";
 	}
-	o << "]}";
+	o << "], \"ops\": {";
+	sep = "";
+	for (const op_service &op : h.ops) {
+		o << sep << json_string(op_service_name(op.op)) << ": {\"count\": " << op.count
+		  << ", \"sum_ns\": " << op.sum_ns << "}";
+		sep = ", ";
+	}
+	o << "}}";
 }
 
 void instance_json(std::ostream &o, const netblk_instance &inst)
 {
 	o << "{\"port\": " << inst.port
 	  << ", \"device\": " << json_string(inst.device)
+	  << ", \"disk_name\": " << json_string(inst.disk_name)
 	  << ", \"read_only\": " << (inst.read_only ? "true" : "false")
 	  << ", \"state\": "
 	  << (inst.stopping() ? "\"stopping\"" : inst.waiting() ? "\"waiting\"" : "\"serving\"")
@@ -396,6 +439,8 @@ std::string format_started(const netblk_instance &inst)
 	  << (inst.read_only ? "read-only" : "read-write") << ") on " << endpoint(inst)
 	  << ":" << inst.port << " -- " << inst.max_io << " bytes a datagram, worker on cpu "
 	  << inst.cpu;
+	if (inst.waiting())
+		o << "; waiting: " << inst.waiting_for << " (it serves once the NIC is up)";
 	return o.str();
 }
 
@@ -482,9 +527,8 @@ std::string format_instance_text(const netblk_instance &inst)
 		o << "  WAITING for " << inst.waiting_ms / 1000 << " s: " << inst.waiting_for
 		  << "; holds its disk and port and serves again when the NIC is back\n";
 	o << "  " << (inst.driver.empty() ? "" : inst.driver + ", ") << allow_text(inst) << "\n";
-	o << "  requests " << st(NETBLK_S_REQUESTS) << ", " << bad_text(inst)
-	  << ", refused " << st(NETBLK_S_REFUSED) << " (busy " << st(NETBLK_S_BUSY)
-	  << "), in flight " << inflight(inst) << " of " << inst.slots
+	o << "  requests " << st(NETBLK_S_REQUESTS) << ", " << bad_text(inst) << ", "
+	  << refused_text(inst) << ", in flight " << inflight(inst) << " of " << inst.slots
 	  << ": queued " << st(NETBLK_S_INFLIGHT_QUEUED)
 	  << ", at the disk " << st(NETBLK_S_INFLIGHT_DISK)
 	  << ", done " << st(NETBLK_S_INFLIGHT_DONE) << "\n";

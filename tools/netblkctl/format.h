@@ -20,6 +20,7 @@ static_assert(key_text_bytes == NETBLK_KEY_BYTES, "a key file holds one instance
 // Attributes the kernel did not send stay zero / empty.
 struct netblk_instance {
 	std::string device;
+	std::string disk_name;		// as the kernel names the device (nvme0n1p1)
 	uint16_t port = 0;
 	bool read_only = false;
 	std::string ifname;		// the NIC its XDP program runs on
@@ -55,6 +56,16 @@ struct netblk_instance {
 
 	uint64_t stat(netblk_stat_attr s) const { return stats[s]; }
 };
+
+// The statuses a request is refused with on the spot, each with its
+// counter (NETBLK_S_REFUSED_*), as errno names: the list's "refused" text
+// and netblk_refused_total's status label.
+struct refusal_status {
+	netblk_stat_attr attr;
+	const char *status;
+};
+inline constexpr size_t refusal_status_count = 9;
+extern const refusal_status refusal_statuses[refusal_status_count];
 
 // One device of the block-device client: an ATTACH reply or an ATTACHED entry.
 struct netblk_attached {

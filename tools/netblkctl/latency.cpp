@@ -1,6 +1,8 @@
 // The service-time histogram read with the core's code: see latency.h.
 #include "latency.h"
 
+#include <iterator>
+
 #include "histogram.h"	// kmod/core
 
 uint32_t latency_bucket_count()
@@ -70,5 +72,23 @@ latency_hist latency_delta(const latency_hist &before, const latency_hist &after
 	if (d.max_ns > after.max_ns)
 		d.max_ns = after.max_ns;
 	d.count = latency_samples(d);
+	d.sum_ns.reset();
+	if (after.sum_ns && before.sum_ns && *after.sum_ns >= *before.sum_ns)
+		d.sum_ns = *after.sum_ns - *before.sum_ns;
+	for (op_service &op : d.ops)
+		for (const op_service &was : before.ops)
+			if (was.op == op.op && was.count <= op.count && was.sum_ns <= op.sum_ns) {
+				op.count -= was.count;
+				op.sum_ns -= was.sum_ns;
+			}
 	return d;
+}
+
+std::string op_service_name(uint32_t op)
+{
+	static const char *const names[] = {nullptr, "info", "read", "write", "flush", "trim",
+					    "write_zeroes", "hello"};
+	if (op < std::size(names) && names[op])
+		return names[op];
+	return "op" + std::to_string(op);
 }

@@ -8,13 +8,24 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
+
+// Replies to one op and their service times' sum (NETBLK_L_OPS).
+struct op_service {
+	uint32_t op = 0;		// the protocol's op code (docs/protocol.md)
+	uint64_t count = 0;
+	uint64_t sum_ns = 0;
+};
 
 struct latency_hist {
 	bool present = false;		// the kernel sent NETBLK_A_LATENCY
 	uint64_t count = 0;		// NETBLK_L_COUNT
 	uint64_t max_ns = 0;		// NETBLK_L_MAX_NS (exact)
+	std::optional<uint64_t> sum_ns;	// NETBLK_L_SUM_NS (exact); an older module sends none
+	std::vector<op_service> ops;	// an instance's: the ops with replies
 	uint32_t linear_limit = 0;	// NETBLK_L_LINEAR_LIMIT
 	uint32_t sub_buckets = 0;	// NETBLK_L_SUB_BUCKETS
 	// (index, count) of the buckets with samples, as sent.
@@ -46,6 +57,10 @@ uint64_t latency_at_ppm(const latency_hist &h, uint32_t ppm);
 // The samples recorded between two dumps of the same instance: bucket
 // counts `after - before`.  The maximum of the interval is not known from
 // buckets: it is taken as the high end of the highest bucket with samples,
-// capped at after.max_ns (0 when there are none).  When a bucket went down
-// (the instance restarted) the result is `after` itself.
+// capped at after.max_ns (0 when there are none); the sum and each op's
+// count and sum are differences too.  When a bucket went down (the instance
+// restarted) the result is `after` itself.
 latency_hist latency_delta(const latency_hist &before, const latency_hist &after);
+
+// The op's name as the protocol says it ("read", "write_zeroes"), or "opN".
+std::string op_service_name(uint32_t op);

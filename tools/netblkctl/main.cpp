@@ -31,6 +31,7 @@
 #include "netblk.h"
 #include "config.h"
 #include "prometheus.h"
+#include "exporter.h"
 #include "settings.h"
 #include "watch.h"
 #include "xdp.h"
@@ -48,6 +49,7 @@ constexpr const char usage_text[] =
 	"       netblkctl list [--attached] [--json]\n"
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
+	"       netblkctl exporter --listen ADDR:PORT\n"
 	"       netblkctl stop <port>|all [--exist-ok]\n"
 	"       netblkctl attach <addr> <port> [ro] [dev=IFACE] [queue-depth=N] [timeout=S]\n"
 	"                       [key=FILE]\n"
@@ -81,6 +83,8 @@ constexpr const char usage_text[] =
 	"        SIGINT or SIGTERM or N intervals (--json: one JSON object a line)\n"
 	"stats   the counters and the service-time histogram in the Prometheus\n"
 	"        text format (node_exporter's textfile collector)\n"
+	"exporter  serve the same at http://ADDR:PORT/metrics for a Prometheus\n"
+	"        scraper, until SIGINT or SIGTERM (0.0.0.0:PORT: every address)\n"
 	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
 	"        the disk to finish what it has (list shows an instance that takes longer);\n"
 	"        --exist-ok: nothing on <port> is success\n"
@@ -649,6 +653,40 @@ int cmd_stats(const std::vector<std::string_view> &argv)
 		return rc;
 	fputs(format_prometheus(insts, atts).c_str(), stdout);
 	return finish();
+}
+
+// One scrape for the exporter: what `stats --prometheus` prints, or why not.
+scrape_result scrape_metrics()
+{
+	netblk_client client;
+	nl_status st = client.connect();
+	if (!st.ok())
+		return {std::nullopt, st.err == ENOENT ? "the netblk module is not loaded (modprobe netblk)"
+						       : st.text()};
+	std::vector<netblk_instance> insts;
+	std::vector<netblk_attached> atts;
+	if (st = client.list(insts); st.ok())
+		st = client.attached(atts);
+	if (!st.ok())
+		return {std::nullopt, st.text()};
+	for (netblk_instance &inst : insts)
+		if (!inst.allow.empty())
+			inst.not_allowed = xdp_not_allowed(inst.ifindex, inst.port);
+	return {format_prometheus(insts, atts), {}};
+}
+
+int cmd_exporter(const std::vector<std::string_view> &argv)
+{
+	if (argv.size() != 2 || argv[0] != "--listen")
+		return usage_error("exporter needs --listen ADDR:PORT");
+	sockaddr_in addr;
+	if (std::string err = parse_listen_address(argv[1], addr); !err.empty())
+		return usage_error(err);
+	// Say now, not at the first scrape, what would make every scrape fail.
+	if (scrape_result r = scrape_metrics(); !r.metrics)
+		fprintf(stderr, "netblkctl: warning: %s; /metrics answers 503 until then\n",
+			r.error.c_str());
+	return run_exporter(addr, scrape_metrics) ? exit_failed : 0;
 }
 
 // One of attach's trailing options; "" when fine, else what is wrong.
@@ -1307,5 +1345,7 @@ int main(int argc, char **argv)
 		return cmd_watch(args);
 	if (cmd == "stats")
 		return cmd_stats(args);
+	if (cmd == "exporter")
+		return cmd_exporter(args);
 	return usage_error("unknown command '" + std::string(cmd) + "'");
 }

@@ -89,11 +89,30 @@ bool get_buckets(const nlattr *a, latency_hist &h)
 	return true;
 }
 
+// NETBLK_L_OPS: an array of struct netblk_op_service_time, unaligned as the buckets.
+bool get_ops(const nlattr *a, latency_hist &h)
+{
+	constexpr size_t size = sizeof(netblk_op_service_time);
+	size_t len = mnl_attr_get_payload_len(a);
+	if (len % size)
+		return false;
+	auto *p = static_cast<const char *>(mnl_attr_get_payload(a));
+	h.ops.clear();
+	for (size_t off = 0; off < len; off += size) {
+		netblk_op_service_time t;
+		memcpy(&t, p + off, size);
+		h.ops.push_back({t.op, t.count, t.sum_ns});
+	}
+	return true;
+}
+
 bool get_latency_attr(const nlattr *a, latency_hist &h)
 {
 	switch (mnl_attr_get_type(a)) {
 	case NETBLK_L_COUNT:        return get_uint(a, h.count);
 	case NETBLK_L_MAX_NS:       return get_uint(a, h.max_ns);
+	case NETBLK_L_SUM_NS:       return get_uint(a, h.sum_ns.emplace());
+	case NETBLK_L_OPS:          return get_ops(a, h);
 	case NETBLK_L_LINEAR_LIMIT: return get_uint(a, h.linear_limit);
 	case NETBLK_L_SUB_BUCKETS:  return get_uint(a, h.sub_buckets);
 	case NETBLK_L_BUCKETS:      return get_buckets(a, h);
@@ -146,6 +165,7 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_WAITING_MS:  return get_uint(a, i.waiting_ms);
 	case NETBLK_A_WAITING_FOR: return get_string(a, i.waiting_for);
 	case NETBLK_A_DEVICE:      return get_string(a, i.device);
+	case NETBLK_A_DISK_NAME:   return get_string(a, i.disk_name);
 	case NETBLK_A_PORT:        return get_uint(a, i.port);
 	case NETBLK_A_READ_ONLY:   return get_flag(a, i.read_only);
 	case NETBLK_A_IFNAME:      return get_string(a, i.ifname);

@@ -17,10 +17,6 @@ struct counter_metric {
 constexpr counter_metric counters[] = {
 	{NETBLK_S_REQUESTS, "netblk_requests_total",
 	 "Datagrams that parsed as requests."},
-	{NETBLK_S_BAD, "netblk_bad_total",
-	 "Datagrams dropped unanswered (not a request the instance takes)."},
-	{NETBLK_S_REFUSED, "netblk_refused_total",
-	 "Requests answered with an error on the spot."},
 	{NETBLK_S_BUSY, "netblk_busy_total",
 	 "Refusals for want of a free slot (part of netblk_refused_total)."},
 	{NETBLK_S_READS, "netblk_reads_total", "Read requests accepted."},
@@ -115,10 +111,15 @@ constexpr drop_label drops[] = {
 	{NETBLK_S_DROP_NOT_REQUEST, "not_request"},
 };
 
-/* netblk_sessions_open, a gauge of its own */
-constexpr size_t other_gauges = 1;
+/*
+ * netblk_sessions_open, a gauge of its own; BAD and REFUSED, the sums of
+ * the labelled netblk_bad_total and netblk_refused_total (a sum next to its
+ * parts would count twice in a PromQL sum()).
+ */
+constexpr size_t other_stats = 3;
 
-static_assert(std::size(counters) + std::size(stages) + std::size(drops) + other_gauges ==
+static_assert(std::size(counters) + std::size(stages) + std::size(drops) + refusal_status_count +
+			      other_stats ==
 		      NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a metric here");
 
@@ -142,11 +143,21 @@ void family(std::ostream &o, const char *name, const char *type, const char *hel
 	  << "# TYPE " << name << ' ' << type << '\n';
 }
 
-// port="7000",device="/dev/x",nic="eth0"
+// The device as the kernel names it, as node_exporter's disk metrics label
+// it: the module's name for it, else the path's last part.
+std::string device_name(const netblk_instance &inst)
+{
+	if (!inst.disk_name.empty())
+		return inst.disk_name;
+	size_t slash = inst.device.rfind('/');
+	return slash == std::string::npos ? inst.device : inst.device.substr(slash + 1);
+}
+
+// port="7000",device="nvme0n1p1",nic="eth0"
 std::string labels(const netblk_instance &inst)
 {
 	return "port=\"" + std::to_string(inst.port) + "\",device=\"" +
-	       prometheus_label_value(inst.device) + "\",nic=\"" +
+	       prometheus_label_value(device_name(inst)) + "\",nic=\"" +
 	       prometheus_label_value(inst.ifname) + "\"";
 }
 
@@ -166,7 +177,7 @@ void histogram(std::ostream &o, const std::vector<netblk_instance> &insts)
 	       "Service time from a request's arrival at the XDP hook to its reply handed "
 	       "to the NIC. A bucket holds the samples of the core's log-linear buckets "
 	       "that end at or below le (their last edge is within 1/64 of le); _sum is "
-	       "approximate: bucket midpoints times counts.");
+	       "exact.");
 	for (const auto &inst : insts) {
 		if (!latency_usable(inst.latency))
 			continue;
@@ -176,10 +187,80 @@ void histogram(std::ostream &o, const std::vector<netblk_instance> &insts)
 			o << name << "_bucket{" << l << ",le=\"" << prometheus_bounds[i].le << "\"} "
 			  << cum[i] << '\n';
 		o << name << "_bucket{" << l << ",le=\"+Inf\"} " << cum.back() << '\n';
-		o << name << "_sum{" << l << "} "
-		  << json_double(prometheus_sum_seconds(inst.latency)) << '\n';
+		double sum = inst.latency.sum_ns ? *inst.latency.sum_ns / 1e9
+						 : prometheus_sum_seconds(inst.latency);
+		o << name << "_sum{" << l << "} " << json_double(sum) << '\n';
 		o << name << "_count{" << l << "} " << cum.back() << '\n';
 	}
+}
+
+// A summary without quantiles: per op, the replies and their service times' sum.
+void op_service_times(std::ostream &o, const std::vector<netblk_instance> &insts)
+{
+	const char *name = "netblk_op_service_time_seconds";
+	family(o, name, "summary",
+	       "Service time by the request's op (read, write, flush, trim, write_zeroes, info, "
+	       "hello), as netblk_service_time_seconds measures it: rate(_sum) / rate(_count) is "
+	       "an op's mean.");
+	for (const auto &inst : insts)
+		for (const op_service &op : inst.latency.ops) {
+			std::string l = labels(inst) + ",op=\"" + op_service_name(op.op) + "\"";
+			o << name << "_sum{" << l << "} " << json_double(op.sum_ns / 1e9) << '\n'
+			  << name << "_count{" << l << "} " << op.count << '\n';
+		}
+}
+
+const char *yes_no(bool b)
+{
+	return b ? "true" : "false";
+}
+
+// One series a instance, always 1, its settings as labels: join on port.
+void instance_info(std::ostream &o, const std::vector<netblk_instance> &insts)
+{
+	family(o, "netblk_instance_info", "gauge",
+	       "An instance's settings as labels (the value is always 1): path is the device as "
+	       "started, device as the kernel names it.");
+	for (const auto &inst : insts)
+		o << "netblk_instance_info{" << labels(inst)
+		  << ",path=\"" << prometheus_label_value(inst.device)
+		  << "\",addr=\"" << format_ipv4(inst.addr)
+		  << "\",vlan=\"" << inst.vlan
+		  << "\",read_only=\"" << yes_no(inst.read_only)
+		  << "\",mtu=\"" << inst.mtu
+		  << "\",cpu=\"" << inst.cpu
+		  << "\",poll_us=\"" << inst.poll_us
+		  << "\",slots=\"" << inst.slots
+		  << "\",sessions=\"" << inst.sessions
+		  << "\",auth=\"" << auth_name(inst.auth)
+		  << "\",nic_loss=\"" << nic_loss_name(inst.nic_loss)
+		  << "\",driver=\"" << prometheus_label_value(inst.driver)
+		  << "\",sector_size=\"" << inst.sector_size << "\"} 1\n";
+}
+
+// Drops and refusals, by reason and by status.
+void labelled_counters(std::ostream &o, const std::vector<netblk_instance> &insts)
+{
+	family(o, "netblk_bad_total", "counter",
+	       "Datagrams the module dropped unanswered (not a request the instance takes), by "
+	       "reason.");
+	for (const auto &inst : insts)
+		for (const auto &d : drops)
+			o << "netblk_bad_total{" << labels(inst) << ",reason=\"" << d.reason << "\"} "
+			  << inst.stat(d.attr) << '\n';
+	family(o, "netblk_not_allowed_total", "counter",
+	       "Datagrams the NIC's XDP program dropped before the module saw them: from a source "
+	       "not on the instance's allowlist.");
+	for (const auto &inst : insts)
+		if (inst.not_allowed)
+			o << "netblk_not_allowed_total{" << labels(inst) << "} " << *inst.not_allowed
+			  << '\n';
+	family(o, "netblk_refused_total", "counter",
+	       "Requests answered with an error on the spot, by status (EAGAIN: no free slot).");
+	for (const auto &inst : insts)
+		for (const auto &r : refusal_statuses)
+			o << "netblk_refused_total{" << labels(inst) << ",status=\"" << r.status
+			  << "\"} " << inst.stat(r.attr) << '\n';
 }
 
 } // namespace
@@ -333,17 +414,7 @@ std::string format_prometheus(const std::vector<netblk_instance> &insts,
 		for (const auto &inst : insts)
 			o << c.name << '{' << labels(inst) << "} " << inst.stat(c.attr) << '\n';
 	}
-	family(o, "netblk_dropped_total", "counter",
-	       "Datagrams dropped unanswered, by reason (netblk_bad_total is the sum of all but "
-	       "not_allowed, which the NIC's XDP program drops before the module sees them).");
-	for (const auto &inst : insts) {
-		for (const auto &d : drops)
-			o << "netblk_dropped_total{" << labels(inst) << ",reason=\"" << d.reason << "\"} "
-			  << inst.stat(d.attr) << '\n';
-		if (inst.not_allowed)
-			o << "netblk_dropped_total{" << labels(inst) << ",reason=\"not_allowed\"} "
-			  << *inst.not_allowed << '\n';
-	}
+	labelled_counters(o, insts);
 	family(o, "netblk_inflight", "gauge",
 	       "Requests the instance holds, by stage: queued for the disk, at the disk, "
 	       "done and waiting for their reply.");
@@ -365,7 +436,14 @@ std::string format_prometheus(const std::vector<netblk_instance> &insts,
 	for (const auto &inst : insts)
 		o << "netblk_uptime_seconds{" << labels(inst) << "} "
 		  << json_double(inst.uptime_ms / 1000.0) << '\n';
+	family(o, "netblk_waiting", "gauge",
+	       "1 while the instance waits for its NIC (down, address gone, MTU lowered): it holds "
+	       "its disk and port and serves again when the NIC is back.");
+	for (const auto &inst : insts)
+		o << "netblk_waiting{" << labels(inst) << "} " << (inst.waiting() ? 1 : 0) << '\n';
+	instance_info(o, insts);
 	histogram(o, insts);
+	op_service_times(o, insts);
 	host_families(o, atts);
 	return o.str();
 }

@@ -19,7 +19,9 @@ struct prometheus_bound {
 	uint64_t ns;
 	const char *le;
 };
-inline constexpr std::array<prometheus_bound, 13> prometheus_bounds{{
+// 0.05 to 0.5 s resolve the clients' resend timeouts (the kernel client's
+// floor is 0.1 s, the Python client's default 0.25 s).
+inline constexpr std::array<prometheus_bound, 16> prometheus_bounds{{
 	{10'000, "1e-05"},
 	{25'000, "2.5e-05"},
 	{50'000, "5e-05"},
@@ -31,7 +33,10 @@ inline constexpr std::array<prometheus_bound, 13> prometheus_bounds{{
 	{5'000'000, "0.005"},
 	{10'000'000, "0.01"},
 	{25'000'000, "0.025"},
+	{50'000'000, "0.05"},
 	{100'000'000, "0.1"},
+	{250'000'000, "0.25"},
+	{500'000'000, "0.5"},
 	{1'000'000'000, "1"},
 }};
 
@@ -42,7 +47,8 @@ inline constexpr std::array<prometheus_bound, 13> prometheus_bounds{{
 std::array<uint64_t, prometheus_bounds.size() + 1> prometheus_cumulative(const latency_hist &h);
 
 // The approximate sum of the samples in seconds: each bucket's midpoint (as
-// the core reads percentiles: no more than max_ns) times its count.
+// the core reads percentiles: no more than max_ns) times its count.  Only
+// for a module that sends no exact sum (NETBLK_L_SUM_NS).
 double prometheus_sum_seconds(const latency_hist &h);
 
 // A label value escaped for the format (\\, \", \n), invalid UTF-8 as U+FFFD.

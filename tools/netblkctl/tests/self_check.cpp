@@ -19,6 +19,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <vector>
 
 #include "format.h"
@@ -28,6 +30,7 @@
 #include "netblk.h"
 #include "netblk.skel.h"
 #include "prometheus.h"
+#include "exporter.h"
 #include "settings.h"
 #include "config.h"
 #include "watch.h"
@@ -250,6 +253,7 @@ netblk_instance example()
 {
 	netblk_instance i;
 	i.device = "/dev/nvme0n1p2";
+	i.disk_name = "nvme0n1p2";
 	i.port = 7000;
 	uint8_t a[4] = {10, 0, 2, 15};
 	memcpy(&i.addr, a, 4);
@@ -289,6 +293,18 @@ void check_text()
 	check_eq(format_started(i),
 		 "netblk: serving /dev/nvme0n1p3 (256 MiB, read-write) on eth0 10.0.2.15:7000"
 		 " -- 1024 bytes a datagram, worker on cpu 1", "start line");
+	i.state = NETBLK_STATE_WAITING;
+	i.waiting_for = "eth0 is down";
+	check(format_started(i).ends_with(
+		      "worker on cpu 1; waiting: eth0 is down (it serves once the NIC is up)"),
+	      "start line of an instance whose NIC is down");
+	netblk_instance r = example();
+	r.stats[NETBLK_S_REFUSED] = 5;
+	r.stats[NETBLK_S_BUSY] = r.stats[NETBLK_S_REFUSED_EAGAIN] = 1;
+	r.stats[NETBLK_S_REFUSED_ERANGE] = 4;
+	check(format_instance_text(r).find(", refused 5 (busy 1, ERANGE 4), in flight") !=
+		      std::string::npos,
+	      "refusals by status in the list");
 	check_eq(format_instance_text(example()),
 		 "port 7000: /dev/nvme0n1p2 (256 MiB, rw) on eth0 10.0.2.15, 1024 bytes a"
 		 " datagram (mtu 1500), worker on cpu 1, up 21 s\n"
@@ -401,7 +417,7 @@ void check_json()
 	check_eq(format_instances_json({}), "[]\n", "json empty");
 	std::string j = format_instances_json({example(), example()});
 	check(j.starts_with("[\n  {\"port\": 7000, \"device\": \"/dev/nvme0n1p2\", "
-			    "\"read_only\": false, \"state\": \"serving\", \"stopping_ms\": 0, "
+			    "\"disk_name\": \"nvme0n1p2\", \"read_only\": false, \"state\": \"serving\", \"stopping_ms\": 0, "
 			    "\"waiting_ms\": 0, \"waiting_for\": \"\", \"nic_loss\": \"wait\", "
 			    "\"ifname\": \"eth0\", \"ifindex\": 2, \"driver\": \"\", \"vlan\": 0, "
 			    "\"handoff_ifindex\": 9, "
@@ -410,10 +426,10 @@ void check_json()
 			    "\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, "
 			    "\"auth\": \"header\", \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
-	check(j.find("\"stale\": 0, \"too_far\": 0, "
+	check(j.find("\"refused_eprotonosupport\": 0, "
 		     "\"not_allowed\": null}, \"latency\": null},\n  {") != std::string::npos,
 	      "json separator");
-	check(j.ends_with("\"stale\": 0, \"too_far\": 0, "
+	check(j.ends_with("\"refused_eprotonosupport\": 0, "
 			  "\"not_allowed\": null}, \"latency\": null}\n]\n"), "json tail");
 	check(j.find("\"duplicates\": 17, ") != std::string::npos, "json duplicates");
 	check(valid_json(j), "json list parses");
@@ -423,10 +439,18 @@ void check_json()
 	l.latency = sparse_of(*small_histogram());
 	j = format_instances_json({l, example()});
 	check(valid_json(j), "json list with latency parses");
-	check(j.find("\"latency\": {\"count\": 100, \"max_ns\": 225757123, \"p50_us\": 75.263, "
+	check(j.find("\"latency\": {\"count\": 100, \"max_ns\": 225757123, \"sum_ns\": null, "
+		     "\"p50_us\": 75.263, "
 		     "\"p99_us\": 225076.193, \"p999_us\": 225757.123, \"linear_limit\": 128, "
-		     "\"sub_buckets\": 64, \"buckets\": [[713, 98], [1451, 2]]}}")
+		     "\"sub_buckets\": 64, \"buckets\": [[713, 98], [1451, 2]], \"ops\": {}}}")
 		      != std::string::npos, "json latency");
+	l.latency.sum_ns = 458934022;
+	l.latency.ops = {{2, 98, 7419776}, {4, 2, 451514246}};
+	j = format_instances_json({l});
+	check(j.find("\"sum_ns\": 458934022, ") != std::string::npos &&
+	      j.find("\"ops\": {\"read\": {\"count\": 98, \"sum_ns\": 7419776}, "
+		     "\"flush\": {\"count\": 2, \"sum_ns\": 451514246}}}") != std::string::npos,
+	      "json exact sum and ops");
 	l.latency = {};
 	l.latency.present = true;
 	j = format_instances_json({l});
@@ -553,7 +577,7 @@ void check_parse()
 
 	check(i.latency.present && i.latency.count == 100 && i.latency.max_ns == 225757123 &&
 	      i.latency.linear_limit == 128 && i.latency.sub_buckets == 64, "parse latency");
-	check(i.latency.buckets == latency_hist{true, 0, 0, 0, 0, {{713, 98}, {1451, 2}}}.buckets,
+	check(i.latency.buckets == std::vector<std::pair<uint32_t, uint64_t>>{{713, 98}, {1451, 2}},
 	      "parse latency buckets");
 	check(format_instance_text(i).find("p50 75.3, p99 225076.2") != std::string::npos,
 	      "parsed latency reads");
@@ -818,7 +842,7 @@ std::string parse_prometheus(const std::string &text, std::vector<prom_sample> &
 					return "second HELP for " + name;
 			} else {
 				std::string t = rest.substr(sp + 1);
-				if (t != "counter" && t != "gauge" && t != "histogram")
+				if (t != "counter" && t != "gauge" && t != "histogram" && t != "summary")
 					return "bad TYPE: " + line;
 				if (types.count(name))
 					return "second TYPE for " + name;
@@ -878,7 +902,9 @@ std::string parse_prometheus(const std::string &text, std::vector<prom_sample> &
 		std::string fam = s.name;
 		for (const char *suffix : {"_bucket", "_sum", "_count"})
 			if (fam.ends_with(suffix) &&
-			    types[fam.substr(0, fam.size() - strlen(suffix))] == "histogram")
+			    (types[fam.substr(0, fam.size() - strlen(suffix))] == "histogram" ||
+			     (types[fam.substr(0, fam.size() - strlen(suffix))] == "summary" &&
+			      strcmp(suffix, "_bucket"))))
 				fam = fam.substr(0, fam.size() - strlen(suffix));
 		if (fam != current || !types.count(fam) || !helped.count(fam))
 			return "sample before its HELP and TYPE: " + line;
@@ -919,6 +945,32 @@ std::string parse_prometheus(const std::string &text, std::vector<prom_sample> &
 	return {};
 }
 
+// What `promtool check metrics` (Debian's prometheus package) says of
+// `text`: "" when it passes; its complaints, or why it could not run.
+std::string promtool_check(const std::string &text)
+{
+	char path[] = "/tmp/netblk-prom-XXXXXX";
+	int fd = mkstemp(path);
+	if (fd < 0)
+		return std::string("mkstemp: ") + strerror(errno);
+	FILE *f = fdopen(fd, "w");
+	fwrite(text.data(), 1, text.size(), f);
+	fclose(f);
+	std::string cmd = std::string("promtool check metrics <") + path + " 2>&1";
+	FILE *p = popen(cmd.c_str(), "r");
+	std::string out;
+	char buf[512];
+	while (p && fgets(buf, sizeof(buf), p))
+		out += buf;
+	int status = p ? pclose(p) : -1;
+	unlink(path);
+	if (status == 0)
+		return {};
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 127)
+		return "promtool not found: apt-get install prometheus (ci/install-deps.sh does)";
+	return out.empty() ? "promtool failed" : out;
+}
+
 const prom_sample *find_sample(const std::vector<prom_sample> &samples, const std::string &name,
 			       const std::map<std::string, std::string> &labels)
 {
@@ -934,6 +986,142 @@ const prom_sample *find_sample(const std::vector<prom_sample> &samples, const st
 	return nullptr;
 }
 
+// A free TCP port on 127.0.0.1 (bound, then let go: the exporter takes it next).
+uint16_t free_tcp_port(int *keep_fd = nullptr)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) ||
+	    getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len))
+		return 0;
+	if (keep_fd) {
+		listen(fd, 1);
+		*keep_fd = fd;
+	} else {
+		close(fd);
+	}
+	return ntohs(a.sin_port);
+}
+
+// One HTTP/1.0 request to 127.0.0.1:port; the whole response, "" on failure.
+std::string http_get(uint16_t port, const std::string &request)
+{
+	for (int attempt = 0; attempt < 100; attempt++) {	// the server may not listen yet
+		int fd = socket(AF_INET, SOCK_STREAM, 0);
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		a.sin_port = htons(port);
+		if (connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a))) {
+			close(fd);
+			usleep(50000);
+			continue;
+		}
+		if (write(fd, request.data(), request.size()) != (ssize_t)request.size()) {
+			close(fd);
+			return {};
+		}
+		std::string out;
+		char buf[4096];
+		ssize_t n;
+		while ((n = read(fd, buf, sizeof(buf))) > 0)
+			out.append(buf, n);
+		close(fd);
+		return out;
+	}
+	return {};
+}
+
+// A child process runs the exporter with a fixed scrape; 0 if it could not start.
+pid_t start_exporter(uint16_t port, bool module_loaded)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid < 0 ? 0 : pid;
+	sockaddr_in a;
+	parse_listen_address("127.0.0.1:" + std::to_string(port), a);
+	auto scrape = [module_loaded]() -> scrape_result {
+		if (!module_loaded)
+			return {std::nullopt, "the netblk module is not loaded (modprobe netblk)"};
+		return {format_prometheus({example()}), {}};
+	};
+	_exit(run_exporter(a, scrape));
+}
+
+int stop_exporter(pid_t pid)
+{
+	kill(pid, SIGTERM);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+void check_exporter()
+{
+	sockaddr_in a;
+	check_eq(parse_listen_address("127.0.0.1:9575", a), "", "listen address");
+	check(a.sin_port == htons(9575) && a.sin_addr.s_addr == htonl(INADDR_LOOPBACK),
+	      "listen address parsed");
+	check(parse_listen_address("9575", a).find("ADDR:PORT") != std::string::npos &&
+		      parse_listen_address("localhost:9575", a).find("not an IPv4") !=
+			      std::string::npos &&
+		      parse_listen_address("0.0.0.0:0", a).find("1..65535") != std::string::npos &&
+		      parse_listen_address("0.0.0.0:70000", a).find("1..65535") != std::string::npos,
+	      "bad listen addresses say what to give");
+
+	int scrapes = 0;
+	auto ok = [&]() -> scrape_result {
+		scrapes++;
+		return {"netblk_x 1\n", {}};
+	};
+	http_answer r = exporter_answer("GET", "/metrics", ok);
+	check(r.status == 200 && r.body == "netblk_x 1\n" && scrapes == 1 &&
+		      r.content_type == "text/plain; version=0.0.4; charset=utf-8",
+	      "GET /metrics scrapes");
+	check(exporter_answer("POST", "/metrics", ok).status == 405 && scrapes == 1,
+	      "POST: 405, no scrape");
+	check(exporter_answer("GET", "/other", ok).status == 404, "another path: 404");
+	check(exporter_answer("GET", "/", ok).body.find("/metrics") != std::string::npos, "/ points on");
+	r = exporter_answer("GET", "/metrics",
+			    [] { return scrape_result{std::nullopt, "not loaded"}; });
+	check(r.status == 503 && r.body.find("not loaded") != std::string::npos,
+	      "no module: 503 saying why");
+
+	// Over a real socket, in a child: HTTP from libmicrohttpd, SIGTERM ends it.
+	uint16_t port = free_tcp_port();
+	pid_t pid = start_exporter(port, true);
+	std::string resp = http_get(port, "GET /metrics HTTP/1.0\r\n\r\n");
+	check(resp.starts_with("HTTP/1.0 200") || resp.starts_with("HTTP/1.1 200"),
+	      "exporter answers 200");
+	check(resp.find("\r\n\r\n# HELP netblk_requests_total ") != std::string::npos &&
+		      resp.find("netblk_requests_total{port=\"7000\",device=\"nvme0n1p2\"") !=
+			      std::string::npos,
+	      "exporter body is the exposition");
+	resp = http_get(port, "DELETE /metrics HTTP/1.0\r\n\r\n");
+	check(resp.find(" 405 ") != std::string::npos && resp.find("Allow: GET, HEAD") !=
+								  std::string::npos,
+	      "exporter refuses other methods");
+	check(pid && stop_exporter(pid) == 0, "SIGTERM stops the exporter, status 0");
+
+	pid = start_exporter(port = free_tcp_port(), false);
+	resp = http_get(port, "GET /metrics HTTP/1.0\r\n\r\n");
+	check(resp.find(" 503 ") != std::string::npos && resp.find("modprobe netblk") !=
+								  std::string::npos,
+	      "exporter without the module: 503");
+	stop_exporter(pid);
+
+	int busy_fd = -1;
+	port = free_tcp_port(&busy_fd);
+	pid = start_exporter(port, true);
+	int status = 0;
+	waitpid(pid, &status, 0);
+	check(WIFEXITED(status) && WEXITSTATUS(status) == 1, "a port in use: exit status 1");
+	close(busy_fd);
+}
+
 void check_prometheus()
 {
 	check_eq(prometheus_label_value("a\\b\"c\nd\xff"), "a\\\\b\\\"c\\nd\xef\xbf\xbd",
@@ -942,9 +1130,16 @@ void check_prometheus()
 	netblk_instance a = example();
 	a.latency = sparse_of(*small_histogram());
 	a.stats[NETBLK_S_INFLIGHT_QUEUED] = 4;
+	a.latency.sum_ns = 458934022;	// 98 x 75712 + 2 x 225757123: exact
+	a.latency.ops = {{2, 98, 7419776}, {4, 2, 451514246}};
+	a.stats[NETBLK_S_REFUSED_ERANGE] = 5;
+	a.stats[NETBLK_S_DROP_CHECKSUM] = 2;
+	a.not_allowed = 7;
+	a.state = NETBLK_STATE_WAITING;
 	netblk_instance b = example();	// no histogram: no histogram samples
 	b.port = 7001;
 	b.device = "/dev/we\"ird\\one\n";
+	b.disk_name = "";	// an older module: the path's last part
 	b.ifname = "";
 	nb::histogram *big = new nb::histogram;
 	std::mt19937_64 rng(3);
@@ -965,6 +1160,8 @@ void check_prometheus()
 	d.stats[NETBLK_HS_BYTES_IN_PLACE] = 4096;
 	d.stats[NETBLK_HS_SRTT_NS] = 3572500;
 	std::string text = format_prometheus({a, b, c}, {d});
+	check_eq(promtool_check(text), "", "promtool check metrics");
+	check_eq(promtool_check(format_prometheus({})), "", "promtool: the empty exposition");
 	std::vector<prom_sample> samples;
 	std::string err = parse_prometheus(text, samples);
 	check_eq(err, "", "prometheus output parses");
@@ -984,7 +1181,7 @@ void check_prometheus()
 	check(host_value("netblk_host_bytes_total", lb) == 4096, "attached bytes in place");
 	check(host_value("netblk_host_srtt_seconds", ld) == 0.0035725, "attached srtt gauge");
 
-	std::map<std::string, std::string> la{{"port", "7000"}, {"device", "/dev/nvme0n1p2"},
+	std::map<std::string, std::string> la{{"port", "7000"}, {"device", "nvme0n1p2"},
 					      {"nic", "eth0"}};
 	auto value = [&](const std::string &name, std::map<std::string, std::string> l) {
 		const prom_sample *s = find_sample(samples, name, l);
@@ -997,8 +1194,37 @@ void check_prometheus()
 	check(value("netblk_inflight", lq) == 4, "in-flight gauge");
 	check(value("netblk_uptime_seconds", la) == 21.8, "uptime gauge");
 	check(value("netblk_slots", la) == 256, "slots gauge");
-	check(value("netblk_requests_total", {{"port", "7001"}, {"device", "/dev/we\"ird\\one\n"},
-					      {"nic", ""}}) == 1246965, "escaped labels read back");
+	check(value("netblk_requests_total", {{"port", "7001"}, {"device", "we\"ird\\one\n"},
+					      {"nic", ""}}) == 1246965, "device from the path's end");
+	check(value("netblk_instance_info", {{"port", "7001"}, {"path", "/dev/we\"ird\\one\n"}}) == 1,
+	      "escaped labels read back");
+	const prom_sample *info = find_sample(samples, "netblk_instance_info", la);
+	check(info && info->labels.at("path") == "/dev/nvme0n1p2" &&
+		      info->labels.at("addr") == "10.0.2.15" && info->labels.at("auth") == "header" &&
+		      info->labels.at("read_only") == "false" && info->labels.at("nic_loss") == "wait" &&
+		      info->labels.at("slots") == "256",
+	      "instance info labels");
+	auto with = [&](const char *k, const char *v) {
+		auto l = la;
+		l[k] = v;
+		return l;
+	};
+	check(value("netblk_refused_total", with("status", "ERANGE")) == 5 &&
+		      value("netblk_refused_total", with("status", "EAGAIN")) == 0,
+	      "refusals by status");
+	check(value("netblk_bad_total", with("reason", "checksum")) == 2 &&
+		      value("netblk_bad_total", with("reason", "vlan")) == 0,
+	      "drops by reason");
+	check(value("netblk_not_allowed_total", la) == 7 &&
+		      !find_sample(samples, "netblk_not_allowed_total", {{"port", "7001"}}),
+	      "not allowed, where read");
+	check(value("netblk_waiting", la) == 1 && value("netblk_waiting", {{"port", "7002"}}) == 0,
+	      "waiting gauge");
+	check(value("netblk_op_service_time_seconds_count", with("op", "read")) == 98 &&
+		      std::abs(value("netblk_op_service_time_seconds_sum", with("op", "flush")) -
+			       0.451514246) < 1e-12 &&
+		      !find_sample(samples, "netblk_op_service_time_seconds_count", with("op", "write")),
+	      "service time by op");
 	check(!find_sample(samples, "netblk_service_time_seconds_count", {{"port", "7001"}}),
 	      "no histogram samples without a histogram");
 	check(text.find("# TYPE netblk_requests_total counter\n") != std::string::npos &&
@@ -1016,8 +1242,12 @@ void check_prometheus()
 	check(le("5e-05") == 0 && le("0.0001") == 98 && le("0.1") == 98 && le("1") == 100 &&
 	      le("+Inf") == 100 && value("netblk_service_time_seconds_count", la) == 100,
 	      "histogram buckets");
-	check(std::abs(value("netblk_service_time_seconds_sum", la) - 0.45752816) < 1e-12,
-	      "histogram sum");
+	check(std::abs(value("netblk_service_time_seconds_sum", la) - 0.458934022) < 1e-12,
+	      "histogram sum: the module's, exact");
+	check(std::abs(prometheus_sum_seconds(a.latency) - 0.45752816) < 1e-12,
+	      "histogram sum without the module's: from midpoints");
+	check(le("0.05") == 98 && le("0.25") == 100 && le("0.5") == 100,
+	      "buckets that resolve the resend timeout");
 
 	// Against the samples: the count at a bound is every sample of a
 	// bucket that ends at or below it, so between the samples <= 63/64 of
@@ -1545,6 +1775,7 @@ int main()
 	check_events();
 	check_watch();
 	check_prometheus();
+	check_exporter();
 	check_genl();
 	check_default_route();
 	check_xdp_program();
