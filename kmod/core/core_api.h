@@ -234,12 +234,6 @@ void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats 
 #define NETBLK_LATENCY_SUB_BUCKETS 64
 
 /*
- * The service-time histogram (nanoseconds, core/histogram.h's buckets):
- * copies up to @n bucket counts into @buckets and returns how many there
- * are; *@max is the largest sample, *@count the samples, *@sum their exact
- * sum.
- */
-/*
  * Service time by the request's op (the protocol's op code): up to @n ops
  * with replies into @out; returns how many ops have had replies.
  */
@@ -253,6 +247,12 @@ struct netblk_op_service {
 uint32_t netblk_core_read_op_service(const struct netblk_core *core,
 				     struct netblk_op_service *out, uint32_t n);
 
+/*
+ * The service-time histogram (nanoseconds, core/histogram.h's buckets):
+ * copies up to @n bucket counts into @buckets and returns how many there
+ * are; *@max is the largest sample, *@count the samples, *@sum their exact
+ * sum.
+ */
 uint32_t netblk_core_read_latency(const struct netblk_core *core, uint64_t *buckets,
 				  uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum);
 

@@ -5,8 +5,9 @@
  * so a bucket is at most 1/64 of the values it holds wide and a percentile
  * read as a bucket's midpoint is within 0.8 % of the true sample.  The
  * maximum and the sum are kept exactly (the sum for a mean, Prometheus's
- * _sum: 2^64 ns is 584 years of service time).  One writer (the instance's worker); readers on
- * other CPUs see counts that are each consistent, taken one by one.
+ * _sum: 2^64 ns is 584 years of service time).  One writer (the instance's
+ * worker); readers on other CPUs see counts that are each consistent, taken
+ * one by one.
  *
  * Integer only: the module uses no floating point.
  */
