@@ -54,7 +54,7 @@ tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmo
 		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
 		build/bpf/netblk.skel.h
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS_USER) $(CXXFLAGS) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf \
-		$(LDFLAGS) -o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lbpf -lmicrohttpd
+		$(LDFLAGS) -o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
 
 # The XDP steering program (bpf/README.md) and the skeleton netblkctl embeds
 # it with.  <asm/types.h> lives in the multiarch include directory on Debian.

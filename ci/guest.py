@@ -99,6 +99,7 @@ if FLAVOUR not in ("cloud", "debug"):
 NETBLK_KO = Path(os.environ.get("NETBLK_KO") or
                  ROOT / ("build/debug-module/kmod" if FLAVOUR == "debug" else "kmod") / "netblk.ko")
 NETBLKCTL = Path(os.environ.get("NETBLK_NETBLKCTL") or ROOT / "tools" / "netblkctl" / "netblkctl")
+XDP_DISPATCHER = Path("/usr/lib/x86_64-linux-gnu/bpf/xdp-dispatcher.o")	# libxdp1's
 
 # A Unix socket's path must fit sun_path (108 bytes): from a deep checkout the
 # agent sockets go to a short directory of this checkout's own under /tmp.
@@ -294,8 +295,11 @@ def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None
                     nic: str = NIC) -> Path:
     rel = kernel_release()
     programs = dict(extra_programs or {})
+    files = dict(extra_files or {})
     if NETBLKCTL.exists():
         programs.setdefault("/usr/sbin/netblkctl", NETBLKCTL)
+        # libxdp loads its dispatcher from this file at run time
+        files.setdefault(str(XDP_DISPATCHER), XDP_DISPATCHER)
     elif require_project:
         raise GuestError(f"{NETBLKCTL} is not built: run `make netblkctl`")
     if require_project and not NETBLK_KO.exists():
@@ -305,7 +309,7 @@ def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None
     return initramfs.build(BUILD, kernel_root=kernel_root(), release=rel,
                            modules=[driver] + MODULES + list(modules or []),
                            netblk_ko=NETBLK_KO if NETBLK_KO.exists() else None,
-                           programs=programs, files=extra_files,
+                           programs=programs, files=files,
                            env={"BENCH_WAIT_DEVS": waits, "BENCH_RELEASE": rel,
                                 "BENCH_NVME": " ".join(SERIALS), "BENCH_NIC_DRIVER": driver},
                            log=log)

@@ -441,7 +441,6 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 		p->poll_us = nla_get_u32(a[NETBLK_A_POLL_US]);
 	if (a[NETBLK_A_VLAN])
 		p->vlan = nla_get_u16(a[NETBLK_A_VLAN]);
-	p->xdp_link_fd = a[NETBLK_A_XDP_LINK_FD] ? (int)nla_get_u32(a[NETBLK_A_XDP_LINK_FD]) : -1;
 	p->nic_loss = a[NETBLK_A_NIC_LOSS] ? nla_get_u32(a[NETBLK_A_NIC_LOSS]) : NETBLK_NIC_LOSS_WAIT;
 	p->sessions = a[NETBLK_A_SESSIONS] ? nla_get_u32(a[NETBLK_A_SESSIONS]) :
 					     NETBLK_SESSIONS_DEFAULT;

@@ -411,7 +411,6 @@ static void netblk_check_drained(struct netblk_instance *inst)
 static void netblk_instance_unhook(struct netblk_instance *inst)
 {
 	netblk_handoff_destroy(inst);
-	netblk_xdp_release(inst);
 }
 
 /* The rest, once nothing is at the disk. */
@@ -501,9 +500,6 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's frame buffers");
 		goto fail;
 	}
-	err = netblk_xdp_hold(inst, p->xdp_link_fd, extack);
-	if (err)
-		goto fail;
 	err = netblk_worker_start(inst, extack);
 	if (err)
 		goto fail;

@@ -46,7 +46,6 @@ struct netblk_start_params {
 	u16 vlan;		/* 0: untagged */
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];
-	int xdp_link_fd;	/* -1: none given */
 	u32 sessions;		/* the session table's size */
 	bool has_key;
 	u8 key[NETBLK_KEY_BYTES];
@@ -55,7 +54,6 @@ struct netblk_start_params {
 };
 
 struct netblk_io;
-struct netblk_nic_xdp;
 struct xdp_frame;
 
 #define NETBLK_REPLY_HEADROOM	96	/* Ethernet + IPv4 + UDP + netblk headers */
@@ -101,7 +99,6 @@ struct netblk_instance {
 	char driver[NETBLK_DRIVER_MAX];	/* the NIC's */
 	__be32 addr;			/* the IPv4 address it answers on */
 	struct socket *port_sock;	/* holds the port against other sockets */
-	struct netblk_nic_xdp *xdp;	/* the NIC's XDP program, shared */
 	struct net_device *handoff;	/* netblk<port>: where the program steers to */
 	struct task_struct *worker;
 	bool worker_idle;		/* asleep, or about to be: wake it */
@@ -186,9 +183,6 @@ void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
-/* xdp.c */
-int netblk_xdp_hold(struct netblk_instance *inst, int link_fd, struct netlink_ext_ack *extack);
-void netblk_xdp_release(struct netblk_instance *inst);
 
 /* genl.c */
 int netblk_genl_register(void);

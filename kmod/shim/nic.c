@@ -267,6 +267,12 @@ static int netblk_nic_check(struct netblk_instance *inst, const struct netblk_st
 		if (err)
 			return err;
 	}
+	/* replies go out through the NIC's XDP transmit, in native mode */
+	if (!nic->netdev_ops->ndo_xdp_xmit) {
+		NL_SET_ERR_MSG_FMT(extack, "%s has no ndo_xdp_xmit: netblk needs a NIC driver with native XDP",
+				   nic->name);
+		return -EOPNOTSUPP;
+	}
 	inst->addr = netblk_dev_addr(adev);
 	if (!inst->addr) {
 		NL_SET_ERR_MSG_FMT(extack, "%s has no IPv4 address: add one, or pick another NIC with dev=",

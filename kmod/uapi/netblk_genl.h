@@ -7,8 +7,7 @@
  *
  * START  (doit, CAP_NET_ADMIN)  DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
  *                               [CPU], [POLL_US], [VLAN], [ALLOW],
- *                               [XDP_LINK_FD], [SESSIONS], [KEY], [AUTH],
- *                               [NIC_LOSS]
+ *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS]
  *        reply: one NETBLK_CMD_START message describing the new instance
  *        (the same attributes as a LIST entry).  The caller then steers
  *        (ADDR, PORT, VLAN) to HANDOFF_IFINDEX in the NIC program's maps,
@@ -110,10 +109,9 @@ enum netblk_attr {
 	NETBLK_A_STATS,		/* nested: enum netblk_stat_attr */
 	NETBLK_A_PAD,		/* padding of the u64 attributes: skip it */
 	/*
-	 * u32, START: an fd of a BPF link attaching bpf/netblk.bpf.c to the
-	 * NIC in native mode, when the NIC has no netblk program yet.  The
-	 * module holds it until the NIC's last instance stops, so the program
-	 * goes with it.
+	 * u32: ignored since 0.2.0.  It was an fd of a BPF link the module
+	 * held; now the module holds no BPF object: netblkctl adds the XDP
+	 * program to the NIC's libxdp dispatcher and removes it (bpf/README.md).
 	 */
 	NETBLK_A_XDP_LINK_FD,
 	/*

@@ -58,7 +58,15 @@ if _IP_FULL:
     _PROGRAMS["/usr/sbin/ip-full"] = _IP_FULL
 if _BPFTOOL:
     _PROGRAMS["/usr/sbin/bpftool"] = _BPFTOOL
-GUEST_OPTIONS = {"extra_programs": _PROGRAMS} if _PROGRAMS else {}
+# Another program to share the NIC with: xdp-filter's allow-all program
+# (Debian's xdp-tools), loaded through libxdp's dispatcher by xdp-loader.
+_XDP_LOADER = host_elf("xdp-loader")
+_OTHER_XDP = Path("/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_all.o")
+_FILES = {}
+if _XDP_LOADER and _OTHER_XDP.exists():
+    _PROGRAMS["/usr/sbin/xdp-loader"] = _XDP_LOADER
+    _FILES[str(_OTHER_XDP)] = _OTHER_XDP
+GUEST_OPTIONS = {"extra_programs": _PROGRAMS, "extra_files": _FILES}
 
 
 
@@ -804,6 +812,12 @@ def test_rmmod_under_load(netblk):
     assert g.run("grep -q '^netblk ' /proc/modules")[0] != 0, "netblk still loaded"
     wait_kthreads_gone(g)
     assert not [d for d in net_devices(g) if d.startswith("netblk")], net_devices(g)
+    # The module holds no BPF object: the program netblkctl added stays,
+    # inert (its ports' entries went with the instances' devices), until
+    # netblkctl removes it -- any stop (the family's lookup loads the module
+    # again: no instance, so the program goes).
+    assert xdp_on_eth0(g), "netblkctl's program is netblkctl's to remove"
+    g.check("netblkctl stop all --exist-ok")
     wait_xdp_gone(g)
     g.check("modprobe netblk")
     # both claims were released: both partitions can be served read-write
@@ -896,17 +910,46 @@ def test_flood_past_slots_is_busy(slow_disk):
 
 @pytest.mark.skipif(not _BPFTOOL, reason="bpftool is a build dependency (ci/install-deps.sh)")
 def test_program_detached_by_hand_is_attached_again(netblk):
-    """Someone detaches netblk's XDP link (bpftool link detach): the next
-    start attaches the program anew, and every instance on the NIC -- the
-    earlier one too -- is served through it."""
+    """Someone takes the NIC's XDP programs off (bpftool net detach): the
+    next start adds netblk's program anew, and every instance on the NIC --
+    the earlier one too -- is served through it."""
     g = netblk
     start(g, P1, RW)
-    link = g.check("bpftool link show | awk -F: '/xdp/ {print $1; exit}'").strip()
-    assert link, g.check("bpftool link show")
-    g.check(f"bpftool link detach id {link}")
+    g.check("bpftool net detach xdpdrv dev eth0")
+    assert not xdp_on_eth0(g)
     start(g, P2, RO, "ro")
     for port in (RW, RO):
         assert client(g, port).info().slots == 256
+
+
+@pytest.mark.skipif(not _FILES, reason="xdp-tools is a test dependency (ci/install-deps.sh)")
+def test_the_nic_is_shared_with_another_xdp_program(netblk):
+    """Another XDP program loaded through libxdp (xdp-loader) shares eth0's
+    dispatcher with netblk's: instances start and serve beside it, and the
+    last stop removes netblk's program only."""
+    g = netblk
+    g.check(f"xdp-loader load -m native eth0 {_OTHER_XDP}")
+    try:
+        if "xdp_dispatcher" not in g.check("xdp-loader status eth0"):
+            # libxdp fell back to attaching it alone (a kernel without BTF,
+            # as the debug kernel is): nothing can share it, and netblk
+            # says so and what to do
+            rc, out = ctl(g, "start", P1, RW)
+            assert rc != 0 and "without libxdp's dispatcher" in out, out
+            pytest.skip("this kernel runs no libxdp dispatcher: xdp-loader attached alone")
+        start(g, P1, RW)
+        status = g.check("xdp-loader status eth0")
+        assert "xdpfilt_alw_all" in status and "netblk_xdp" in status, status
+        data = os.urandom(8192)
+        with client(g, RW) as c:
+            c.write(4096, data)
+            assert c.read(4096, len(data)) == data
+        stop(g, RW)
+        status = g.check("xdp-loader status eth0")
+        assert "xdpfilt_alw_all" in status and "netblk_xdp" not in status, status
+    finally:
+        g.run("xdp-loader unload eth0 --all")
+    wait_xdp_gone(g)
 
 
 def test_smaller_mtu_carries_less_a_datagram(netblk):

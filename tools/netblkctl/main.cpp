@@ -335,12 +335,29 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 
 // Undoes a START whose instance cannot be reached (best effort: says so
 // when even that fails).
+// netblk's XDP program off every NIC no instance serves or waits on any
+// more (xdp.h): after a stop, and after a start that failed.  Nothing is
+// removed when the instances cannot be listed.
+void release_unused_programs(netblk_client &client)
+{
+	std::vector<netblk_instance> insts;
+	if (!client.list(insts).ok())
+		return;
+	std::vector<uint32_t> in_use;
+	for (const netblk_instance &inst : insts)
+		if (!inst.stopping())
+			in_use.push_back(inst.ifindex);
+	for (const std::string &err : xdp_release_unused(in_use))
+		fprintf(stderr, "netblkctl: warning: %s\n", err.c_str());
+}
+
 void stop_after_failure(netblk_client &client, uint16_t port)
 {
 	netblk_stop_result result;
 	if (nl_status st = client.stop(port, result); !st.ok())
 		fprintf(stderr, "netblkctl: stopping port %u again failed too: %s\n", port,
 			st.text().c_str());
+	release_unused_programs(client);
 }
 
 // The device under a VLAN device (dev=eth0.5 serves VLAN 5 of eth0): where
@@ -386,8 +403,8 @@ xdp_steer_spec steer_spec(const netblk_instance &inst)
 }
 
 // The NIC's other instances, steered again: idempotent, and it matters when
-// the program was attached anew (someone detached the one their ports were
-// steered by, and the module took the new link).
+// the program was added anew (someone took off the one their ports were
+// steered by: bpftool net detach, xdp-loader unload --all).
 void resteer_nic(netblk_client &client, nic_xdp &xdp, const netblk_instance &started)
 {
 	std::vector<netblk_instance> insts;
@@ -469,8 +486,8 @@ int cmd_start(const std::vector<std::string_view> &argv)
 
 	// The NIC's XDP program steers the port to the instance.  For a NIC
 	// that does not exist, or without CAP_NET_ADMIN, START goes ahead
-	// unprepared: the kernel's refusal says what is wrong.  `xdp` closes
-	// its fds at return, so a link the module did not take detaches.
+	// unprepared: the kernel's refusal says what is wrong.  A program added
+	// for an instance that then fails to start is removed by its stop.
 	xdp_quiet_libbpf();
 	nic_xdp xdp;
 	std::string xdp_nic = vlan_real_device(*args.ifname);
@@ -481,13 +498,15 @@ int cmd_start(const std::vector<std::string_view> &argv)
 			fprintf(stderr, "netblkctl: %s\n", err.c_str());
 			return exit_failed;
 		}
-		args.xdp_link_fd = xdp.link_fd();
 	}
 
 	netblk_instance inst;
 	bool described;
-	if (nl_status st = client.start(args, inst, described); !st.ok())
-		return failed(st);
+	if (nl_status st = client.start(args, inst, described); !st.ok()) {
+		int rc = failed(st);
+		release_unused_programs(client);	// one prepare() added for it
+		return rc;
+	}
 	if (!ifindex || !privileged) {	// the kernel should have refused
 		stop_after_failure(client, args.port);
 		if (!ifindex)
@@ -527,11 +546,23 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 	}
 
 	netblk_client client;
-	int rc;
-	if (!connect(client, rc))
-		return rc;
+	if (nl_status st = client.connect(); !st.ok()) {
+		if (st.err != ENOENT)
+			return failed(st);
+		if (!exist_ok) {
+			fprintf(stderr, "netblkctl: the netblk module is not loaded (modprobe netblk)\n");
+			return exit_failed;
+		}
+		// No module, no instance: what rmmod left on the NICs goes.
+		for (const std::string &err : xdp_release_unused({}))
+			fprintf(stderr, "netblkctl: warning: %s\n", err.c_str());
+		printf("netblk: the module is not loaded: nothing serves (--exist-ok)\n");
+		return finish();
+	}
 	netblk_stop_result r;
-	if (nl_status st = client.stop(port, r); !st.ok()) {
+	nl_status st = client.stop(port, r);
+	release_unused_programs(client);
+	if (!st.ok()) {
 		if (exist_ok && port && st.err == ENOENT) {
 			printf("netblk: nothing serves port %u (--exist-ok)\n", *port);
 			return finish();

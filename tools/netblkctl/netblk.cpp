@@ -386,8 +386,6 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 			mnl_attr_put(req, NETBLK_A_ALLOW_PREFIX, sizeof(p), &p);
 		mnl_attr_nest_end(req, nest);
 	}
-	if (args.xdp_link_fd)
-		mnl_attr_put_u32(req, NETBLK_A_XDP_LINK_FD, static_cast<uint32_t>(*args.xdp_link_fd));
 	size_t cap = sock_.req_capacity();
 	if (args.ifname && !mnl_attr_put_strz_check(req, cap, NETBLK_A_IFNAME, args.ifname->c_str()))
 		return nl_error(ENAMETOOLONG, "interface name too long");

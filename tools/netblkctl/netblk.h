@@ -25,8 +25,6 @@ struct netblk_start_args {
 	std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> key;	// read from key=FILE
 	std::optional<uint32_t> auth;		// enum netblk_auth
 	std::optional<uint32_t> nic_loss;	// enum netblk_nic_loss
-	// A BPF link of the NIC's XDP program for the module to hold (xdp.h).
-	std::optional<int> xdp_link_fd;
 };
 
 struct netblk_attach_args {

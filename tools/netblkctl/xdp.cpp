@@ -6,17 +6,22 @@
 #include <array>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <xdp/libxdp.h>
 #include <cerrno>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <fstream>
 #include <iterator>
 #include <linux/bpf.h>
 #include <linux/capability.h>
 #include <linux/if_link.h>
 #include <sstream>
+#include <net/if.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 #include <vector>
 
@@ -134,16 +139,125 @@ std::string cannot_inspect(const std::string &ifname, uint32_t id, int err)
 	       errno_text(err);
 }
 
-// The refusal for a program that is not (or not only) netblk's native one.
-std::string refuse(const std::string &ifname, uint32_t id)
+// libxdp's messages, as libbpf's: warnings only, prefixed.
+int libxdp_print(enum libxdp_print_level level, const char *fmt, va_list args)
 {
-	prog_desc d;
-	if (int err = describe_prog(id, d))
-		return cannot_inspect(ifname, id, err);
-	return occupied(ifname, id, d.name);
+	if (level != LIBXDP_WARN)
+		return 0;
+	fputs("netblkctl: libxdp: ", stderr);
+	return vfprintf(stderr, fmt, args);
+}
+
+std::string libxdp_error_text(int err)
+{
+	char buf[128];
+	if (libxdp_strerror(-err, buf, sizeof(buf)) == 0 && buf[0])
+		return buf;
+	return errno_text(err);
+}
+
+// What runs on a NIC's XDP hook, as libxdp sees it: its dispatcher and the
+// dispatcher's programs, or one program attached without one (legacy).
+struct nic_hook {
+	xdp_multiprog *mp = nullptr;
+	int err = 0;			// positive errno: the hook could not be read
+	bool empty = false;		// no program
+	xdp_program *netblk = nullptr;	// netblk_xdp among them; nullptr: none
+
+	explicit nic_hook(unsigned ifindex)
+	{
+		mp = xdp_multiprog__get_from_ifindex(static_cast<int>(ifindex));
+		if (long e = libxdp_get_error(mp)) {
+			mp = nullptr;
+			empty = e == -ENOENT;
+			err = empty ? 0 : static_cast<int>(-e);
+			return;
+		}
+		if (xdp_multiprog__is_legacy(mp)) {
+			xdp_program *main = xdp_multiprog__main_prog(mp);
+			if (main && strcmp(xdp_program__name(main), prog_name) == 0)
+				netblk = main;
+			return;
+		}
+		for (xdp_program *p = xdp_multiprog__next_prog(nullptr, mp); p;
+		     p = xdp_multiprog__next_prog(p, mp))
+			if (strcmp(xdp_program__name(p), prog_name) == 0)
+				netblk = p;
+	}
+	~nic_hook() { xdp_multiprog__close(mp); }
+	nic_hook(const nic_hook &) = delete;
+	nic_hook &operator=(const nic_hook &) = delete;
+
+	bool legacy() const { return mp && xdp_multiprog__is_legacy(mp); }
+	xdp_attach_mode mode() const { return mp ? xdp_multiprog__attach_mode(mp) : XDP_MODE_UNSPEC; }
+
+	// Why netblk's program cannot join the hook; "" when it can (or is there).
+	std::string refusal(const std::string &ifname) const
+	{
+		if (err)
+			return "cannot read the XDP programs of " + ifname + ": " + libxdp_error_text(err);
+		if (!mp)
+			return {};
+		xdp_program *main = xdp_multiprog__main_prog(mp);
+		if (xdp_multiprog__hw_prog(mp))
+			return ifname + " runs an offloaded XDP program, which runs before netblk's";
+		if (legacy() && !netblk)
+			return occupied(ifname, main ? xdp_program__id(main) : 0,
+					main ? xdp_program__name(main) : "") +
+			       " (one attached without libxdp's dispatcher, which other programs cannot "
+			       "share: load it with xdp-loader)";
+		if (mode() != XDP_MODE_NATIVE)
+			return ifname + " runs XDP in generic (skb) mode: netblk needs native mode";
+		return {};
+	}
+};
+
+// bpffs at /sys/fs/bpf: where libxdp pins its dispatcher.  Without it
+// libxdp would attach netblk's program alone, which no other program
+// could then share.
+bool have_bpffs()
+{
+	struct statfs st;
+	constexpr long bpf_fs_magic = 0xcafe4a11;	// BPF_FS_MAGIC, <linux/magic.h>
+	return statfs("/sys/fs/bpf", &st) == 0 && st.f_type == bpf_fs_magic;
 }
 
 } // namespace
+
+// Serializes netblkctl's changes to the NICs' XDP programs (start, and
+// stop's removal of the programs no instance needs): two starts on one NIC
+// must not both add netblk_xdp to its dispatcher.  libxdp locks only its
+// own steps.
+class xdp_lock {
+public:
+	// Taken once a process: a nested lock (a stop after a failed start)
+	// only counts.
+	xdp_lock()
+	{
+		if (depth_++)
+			return;
+		for (const char *path : {"/run/netblkctl.lock", "/tmp/netblkctl.lock"}) {
+			fd_ = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+			if (fd_ >= 0)
+				break;
+		}
+		if (fd_ >= 0)
+			flock(fd_, LOCK_EX);
+	}
+	~xdp_lock()
+	{
+		if (--depth_ == 0 && fd_ >= 0) {
+			close(fd_);
+			fd_ = -1;
+		}
+	}
+	xdp_lock(const xdp_lock &) = delete;
+	xdp_lock &operator=(const xdp_lock &) = delete;
+
+private:
+	static inline int depth_ = 0;
+	static inline int fd_ = -1;
+};
 
 std::optional<std::string> default_route_ifname(std::string_view text)
 {
@@ -198,56 +312,40 @@ bool may_admin_net()
 	return data[CAP_NET_ADMIN / 32].effective & (1u << (CAP_NET_ADMIN % 32));
 }
 
+nic_xdp::nic_xdp() : lock_(std::make_unique<xdp_lock>())
+{
+}
+
 nic_xdp::~nic_xdp()
 {
-	if (link_fd_ >= 0)
-		close(link_fd_);
 	if (own_map_fds_)
 		for (int fd : {ports_fd_, steer_fd_, allow_fd_})
 			if (fd >= 0)
 				close(fd);
+	xdp_program__close(prog_);
 	netblk_bpf__destroy(skel_);
-}
-
-std::optional<int> nic_xdp::link_fd() const
-{
-	if (link_fd_ < 0)
-		return std::nullopt;
-	return link_fd_;
 }
 
 std::string nic_xdp::prepare(const std::string &ifname, unsigned ifindex)
 {
-	// Twice: another netblkctl may attach the program between our look
-	// and our link (the link then fails with EBUSY).
-	for (int attempt = 0;; attempt++) {
-		bpf_xdp_query_opts q{};
-		q.sz = sizeof(q);
-		if (int err = bpf_xdp_query(ifindex, 0, &q))
-			return "cannot read the XDP programs of " + ifname + ": " + errno_text(-err);
-		// A generic (skb) mode program excludes a native one; an
-		// offloaded one runs before ours.
-		if (q.skb_prog_id)
-			return refuse(ifname, q.skb_prog_id);
-		if (q.hw_prog_id)
-			return refuse(ifname, q.hw_prog_id);
-		if (q.drv_prog_id)
-			return adopt(ifname, q.drv_prog_id);
-		int err;
-		std::string msg = attach(ifname, ifindex, err);
-		if (msg.empty() || err != EBUSY || attempt > 0)
-			return msg;
-	}
+	libxdp_set_print(libxdp_print);
+	nic_hook hook(ifindex);
+	if (std::string why = hook.refusal(ifname); !why.empty())
+		return why;
+	if (hook.netblk)
+		return adopt(ifname, xdp_program__id(hook.netblk));
+	if (!have_bpffs())
+		return "no bpffs at /sys/fs/bpf, where libxdp keeps the XDP dispatcher: mount -t bpf "
+		       "bpf /sys/fs/bpf";
+	return attach(ifname, ifindex);
 }
 
-// The NIC runs a native program already: an earlier instance's, or not ours.
+// The NIC runs netblk_xdp already: an earlier instance's.
 std::string nic_xdp::adopt(const std::string &ifname, uint32_t prog_id)
 {
 	prog_desc d;
 	if (int err = describe_prog(prog_id, d))
 		return cannot_inspect(ifname, prog_id, err);
-	if (d.name != prog_name)
-		return occupied(ifname, prog_id, d.name);
 	own_map_fds_ = true;
 	ports_fd_ = find_map(d, ports_map);
 	steer_fd_ = find_map(d, steer_map);
@@ -259,31 +357,26 @@ std::string nic_xdp::adopt(const std::string &ifname, uint32_t prog_id)
 	       "and start again)";
 }
 
-// Loads the program and links it to the NIC in native mode; `err` is the
-// errno of a failure.
-std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex, int &err)
+// Adds the program to the NIC's dispatcher through libxdp (which creates
+// the dispatcher on a NIC that has none), in native mode.
+std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex)
 {
-	err = 0;
-	skel_ = netblk_bpf__open_and_load();
-	if (!skel_) {
-		err = errno;
-		return "cannot load the XDP program: " + errno_text(err);
+	skel_ = netblk_bpf__open();
+	if (!skel_)
+		return "cannot open the XDP program: " + errno_text(errno);
+	DECLARE_LIBXDP_OPTS(xdp_program_opts, opts, .obj = skel_->obj, .prog_name = prog_name);
+	prog_ = xdp_program__create(&opts);
+	if (long err = libxdp_get_error(prog_)) {
+		prog_ = nullptr;
+		return "cannot load the XDP program: " + libxdp_error_text(static_cast<int>(-err));
 	}
-	bpf_link_create_opts o{};
-	o.sz = sizeof(o);
-	o.flags = XDP_FLAGS_DRV_MODE;
-	int fd = bpf_link_create(bpf_program__fd(skel_->progs.netblk_xdp), ifindex, BPF_XDP, &o);
-	if (fd < 0) {
-		err = -fd;
-		netblk_bpf__destroy(skel_);
-		skel_ = nullptr;
-		std::string why = err == EPERM || err == EACCES
-					  ? errno_text(err)
-					  : std::string(strerror(err)) +
+	if (int err = xdp_program__attach(prog_, static_cast<int>(ifindex), XDP_MODE_NATIVE, 0)) {
+		std::string why = err == -EPERM || err == -EACCES
+					  ? errno_text(-err)
+					  : libxdp_error_text(-err) +
 						    " (netblk needs a NIC driver with native XDP)";
 		return "cannot attach the XDP program to " + ifname + " in native mode: " + why;
 	}
-	link_fd_ = fd;
 	ports_fd_ = bpf_map__fd(skel_->maps.netblk_ports);
 	steer_fd_ = bpf_map__fd(skel_->maps.netblk_steer);
 	allow_fd_ = bpf_map__fd(skel_->maps.netblk_allow);
@@ -348,11 +441,9 @@ int nic_xdp::steer(const xdp_steer_spec &s)
 
 std::optional<uint64_t> xdp_not_allowed(uint32_t ifindex, uint16_t port)
 {
-	bpf_xdp_query_opts q{};
-	q.sz = sizeof(q);
+	nic_hook hook(ifindex);
 	prog_desc d;
-	if (bpf_xdp_query(static_cast<int>(ifindex), 0, &q) || !q.drv_prog_id ||
-	    describe_prog(q.drv_prog_id, d) || d.name != prog_name)
+	if (!hook.netblk || describe_prog(xdp_program__id(hook.netblk), d))
 		return std::nullopt;
 	int fd = find_map(d, steer_map);
 	if (fd < 0)
@@ -368,4 +459,25 @@ std::optional<uint64_t> xdp_not_allowed(uint32_t ifindex, uint16_t port)
 	}
 	close(fd);
 	return sum;
+}
+
+std::vector<std::string> xdp_release_unused(const std::vector<uint32_t> &in_use)
+{
+	std::vector<std::string> errors;
+	libxdp_set_print(libxdp_print);
+	xdp_lock lock;
+	struct if_nameindex *nics = if_nameindex();
+	for (struct if_nameindex *n = nics; n && n->if_index; n++) {
+		if (std::find(in_use.begin(), in_use.end(), n->if_index) != in_use.end())
+			continue;
+		nic_hook hook(n->if_index);
+		if (!hook.netblk)
+			continue;
+		int err = xdp_program__detach(hook.netblk, static_cast<int>(n->if_index), hook.mode(), 0);
+		if (err)
+			errors.push_back(std::string("cannot remove netblk's XDP program from ") +
+					 n->if_name + ": " + libxdp_error_text(-err));
+	}
+	if_freenameindex(nics);
+	return errors;
 }

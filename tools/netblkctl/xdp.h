@@ -3,13 +3,18 @@
 // instance's address, port and VLAN, from the sources it allows, to the
 // instance's own net device (NETBLK_A_HANDOFF_IFINDEX).
 //
-// The first instance on a NIC loads the program and creates a BPF link that
-// it hands to the module with START (NETBLK_A_XDP_LINK_FD); the module keeps
-// it until the NIC's last instance stops.  Later instances find that program
-// and its maps by name and only add their entries.
+// netblkctl owns the program: the first instance on a NIC adds it to the
+// NIC's XDP dispatcher through libxdp (Debian's libxdp, as xdp-tools do), so
+// that other programs attached the same way share the NIC; later instances
+// find it and its maps by name and only add their entries.  The module holds
+// no BPF object.  stop removes the program from every NIC no instance is on
+// any more (xdp_release_unused): one that stopped by itself, or by rmmod,
+// leaves it inert -- its port's entry went with the instance's device --
+// until then.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +23,8 @@
 #include "netblk_genl.h"
 
 struct netblk_bpf;
+struct xdp_program;
+class xdp_lock;
 
 // What the NIC's program needs to steer an instance's datagrams to it.
 struct xdp_steer_spec {
@@ -47,22 +54,24 @@ void xdp_quiet_libbpf();
 // netblkctl lets the kernel refuse rather than fail at loading BPF).
 bool may_admin_net();
 
+// Removes netblk's XDP program from every NIC whose ifindex is not in
+// `in_use` (the NICs with an instance that serves or waits); what could not
+// be removed, each in words.
+std::vector<std::string> xdp_release_unused(const std::vector<uint32_t> &in_use);
+
 class nic_xdp {
 public:
-	nic_xdp() = default;
+	nic_xdp();
 	nic_xdp(const nic_xdp &) = delete;
 	nic_xdp &operator=(const nic_xdp &) = delete;
-	// Closes every fd: a link the module did not take detaches with it.
+	// Closes its fds; the program stays on the NIC (libxdp pins it).
 	~nic_xdp();
 
 	// Makes sure the NIC runs netblk_xdp in native mode: finds an earlier
-	// instance's program, or loads one and links it to the NIC.  "" when
-	// ready, else what is wrong (without the "netblkctl: " prefix).
+	// instance's program, or adds one to the NIC's dispatcher.  "" when
+	// ready, else what is wrong (without the "netblkctl: " prefix).  Holds
+	// netblkctl's XDP lock from construction to destruction.
 	std::string prepare(const std::string &ifname, unsigned ifindex);
-
-	// The link prepare() created, for NETBLK_A_XDP_LINK_FD; none when the
-	// NIC already ran netblk_xdp.
-	std::optional<int> link_fd() const;
 
 	// The instance's allowlist (the port's old entries replaced), what
 	// else its datagrams must match, and last the port's redirect to
@@ -70,12 +79,13 @@ public:
 	int steer(const xdp_steer_spec &s);
 
 private:
-	std::string attach(const std::string &ifname, unsigned ifindex, int &err);
+	std::string attach(const std::string &ifname, unsigned ifindex);
 	std::string adopt(const std::string &ifname, uint32_t prog_id);
 	int replace_allowlist(const xdp_steer_spec &s);
 
+	std::unique_ptr<xdp_lock> lock_;
 	netblk_bpf *skel_ = nullptr;
-	int link_fd_ = -1;
+	xdp_program *prog_ = nullptr;	// libxdp's handle of what attach() added
 	int ports_fd_ = -1, steer_fd_ = -1, allow_fd_ = -1;
 	bool own_map_fds_ = false;	// from bpf_map_get_fd_by_id, not the skeleton's
 };
