@@ -814,10 +814,11 @@ def test_rmmod_under_load(netblk):
     assert not [d for d in net_devices(g) if d.startswith("netblk")], net_devices(g)
     # The module holds no BPF object: the program netblkctl added stays,
     # inert (its ports' entries went with the instances' devices), until
-    # netblkctl removes it -- any stop (the family's lookup loads the module
-    # again: no instance, so the program goes).
+    # netblkctl removes it -- stop, here with no module (and not loading it).
     assert xdp_on_eth0(g), "netblkctl's program is netblkctl's to remove"
-    g.check("netblkctl stop all --exist-ok")
+    out = g.check("netblkctl stop all --exist-ok")
+    assert "the module is not loaded: nothing serves (--exist-ok)" in out, out
+    assert g.run("grep -q '^netblk ' /proc/modules")[0] != 0, "stop loaded the module"
     wait_xdp_gone(g)
     g.check("modprobe netblk")
     # both claims were released: both partitions can be served read-write

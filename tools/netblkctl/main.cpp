@@ -545,20 +545,19 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 					   "' (want 1..65535, or all)");
 	}
 
-	netblk_client client;
-	if (nl_status st = client.connect(); !st.ok()) {
-		if (st.err != ENOENT)
-			return failed(st);
-		if (!exist_ok) {
-			fprintf(stderr, "netblkctl: the netblk module is not loaded (modprobe netblk)\n");
-			return exit_failed;
-		}
-		// No module, no instance: what rmmod left on the NICs goes.
+	// No module, no instance: what rmmod left on the NICs goes.  Looked
+	// at before the family's lookup, which would load the module again.
+	struct stat st_mod;
+	if (exist_ok && stat("/sys/module/netblk", &st_mod) != 0) {
 		for (const std::string &err : xdp_release_unused({}))
 			fprintf(stderr, "netblkctl: warning: %s\n", err.c_str());
 		printf("netblk: the module is not loaded: nothing serves (--exist-ok)\n");
 		return finish();
 	}
+	netblk_client client;
+	int rc;
+	if (!connect(client, rc))
+		return rc;
 	netblk_stop_result r;
 	nl_status st = client.stop(port, r);
 	release_unused_programs(client);
