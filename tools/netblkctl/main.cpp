@@ -489,6 +489,11 @@ int cmd_start(const std::vector<std::string_view> &argv)
 	// unprepared: the kernel's refusal says what is wrong.  A program added
 	// for an instance that then fails to start is removed by its stop.
 	xdp_quiet_libbpf();
+	// A program no instance is on any more (its instances stopped by
+	// themselves, or rmmod) goes first, so that this start adds one anew:
+	// a NIC that dropped it on a reopen (vmxnet3) runs the new one.
+	if (may_admin_net())
+		release_unused_programs(client);
 	nic_xdp xdp;
 	std::string xdp_nic = vlan_real_device(*args.ifname);
 	unsigned ifindex = if_nametoindex(xdp_nic.c_str());

@@ -7,10 +7,10 @@
 // NIC's XDP dispatcher through libxdp (Debian's libxdp, as xdp-tools do), so
 // that other programs attached the same way share the NIC; later instances
 // find it and its maps by name and only add their entries.  The module holds
-// no BPF object.  stop removes the program from every NIC no instance is on
-// any more (xdp_release_unused): one that stopped by itself, or by rmmod,
-// leaves it inert -- its port's entry went with the instance's device --
-// until then.
+// no BPF object.  stop, and start before it adds one, remove the program
+// from every NIC no instance is on any more (xdp_release_unused): one that
+// stopped by itself, or by rmmod, leaves it inert -- its port's entry went
+// with the instance's device -- until then.
 #pragma once
 
 #include <cstdint>
