@@ -610,6 +610,15 @@ void print_list(const std::vector<netblk_instance> &insts,
 		fputs(format_attached_text(att).c_str(), stdout);
 }
 
+// The allowlist's drops happen in the XDP program, before the module: read
+// from its map for the instances that have an allowlist.
+void read_not_allowed(std::vector<netblk_instance> &insts)
+{
+	for (netblk_instance &inst : insts)
+		if (!inst.allow.empty())
+			inst.not_allowed = xdp_not_allowed(inst.ifindex, inst.port);
+}
+
 // Every instance, as LIST dumps them; 0, or the exit status of the failure
 // (already reported).
 int dump_instances(std::vector<netblk_instance> &insts)
@@ -620,10 +629,7 @@ int dump_instances(std::vector<netblk_instance> &insts)
 		return rc;
 	if (nl_status st = client.list(insts); !st.ok())
 		return failed(st);
-	// the allowlist's drops happen in the XDP program, before the module
-	for (netblk_instance &inst : insts)
-		if (!inst.allow.empty())
-			inst.not_allowed = xdp_not_allowed(inst.ifindex, inst.port);
+	read_not_allowed(insts);
 	return 0;
 }
 
@@ -704,9 +710,7 @@ scrape_result scrape_metrics()
 		st = client.attached(atts);
 	if (!st.ok())
 		return {std::nullopt, st.text()};
-	for (netblk_instance &inst : insts)
-		if (!inst.allow.empty())
-			inst.not_allowed = xdp_not_allowed(inst.ifindex, inst.port);
+	read_not_allowed(insts);
 	return {format_prometheus(insts, atts), {}};
 }
 

@@ -161,16 +161,14 @@ std::string libxdp_error_text(int err)
 struct nic_hook {
 	xdp_multiprog *mp = nullptr;
 	int err = 0;			// positive errno: the hook could not be read
-	bool empty = false;		// no program
 	xdp_program *netblk = nullptr;	// netblk_xdp among them; nullptr: none
 
 	explicit nic_hook(unsigned ifindex)
 	{
 		mp = xdp_multiprog__get_from_ifindex(static_cast<int>(ifindex));
 		if (long e = libxdp_get_error(mp)) {
-			mp = nullptr;
-			empty = e == -ENOENT;
-			err = empty ? 0 : static_cast<int>(-e);
+			mp = nullptr;	// ENOENT: no program at all
+			err = e == -ENOENT ? 0 : static_cast<int>(-e);
 			return;
 		}
 		if (xdp_multiprog__is_legacy(mp)) {
