@@ -149,7 +149,12 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
     back -- and the pool the driver destroyed on the way down, kept alive by
     those pages, is freed."""
     g = suspended_dm
-    g.check(f"echo > {TRACE}/trace; echo 1 > {TRACE}/events/page_pool/page_pool_release/enable")
+    # Only vmxnet3 has a page_pool to watch.  Turning a tracepoint on or off
+    # patches kernel text, which QEMU's TCG with two CPUs has been seen to
+    # oops on (int3 in __schedule): done only where the trace is read.
+    traced = g.nic == "vmxnet3"
+    if traced:
+        g.check(f"echo > {TRACE}/trace; echo 1 > {TRACE}/events/page_pool/page_pool_release/enable")
     start(g, f"/dev/mapper/{DM}", 7000, "nic-loss=stop")
     g.check(f"{DMSETUP} suspend {DM}", timeout=60)
     load = Load(g, 7000, 1 << 20)
@@ -165,7 +170,8 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
         load.halt.set()
         load.join(10)
     try:
-        g.check(f"echo > {TRACE}/trace")
+        if traced:
+            g.check(f"echo > {TRACE}/trace")
         g.check("ip link set eth0 down")
         for _ in range(300):
             e = instances(g).get(7000)
@@ -173,13 +179,13 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
                 break
             g.run("sleep 0.1")
         assert instances(g)[7000]["state"] == "stopping"
-        if g.nic == "vmxnet3":
+        if traced:
             g.run("sleep 1.5")  # one release retry
             waiting = {p: n for p, n in pool_releases(g).items() if n[-1] > 0}
             assert waiting, f"no destroyed pool waits for its pages: {pool_releases(g)}"
         g.check(f"{DMSETUP} resume {DM}")
         wait_stopped(g, 7000, "eth0 went down", 30)
-        if g.nic == "vmxnet3":
+        if traced:
             for _ in range(50):
                 if all(pool_releases(g)[p][-1] == 0 for p in waiting):
                     break
@@ -187,8 +193,9 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
             assert all(pool_releases(g)[p][-1] == 0 for p in waiting), \
                 f"pages never came back: {pool_releases(g)}"
     finally:
-        g.run(f"echo 0 > {TRACE}/events/page_pool/page_pool_release/enable; "
-              "ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0 2>/dev/null; "
+        if traced:
+            g.run(f"echo 0 > {TRACE}/events/page_pool/page_pool_release/enable")
+        g.run("ip link set eth0 up; ip addr add 10.0.2.15/24 dev eth0 2>/dev/null; "
               "ip route add default via 10.0.2.2 2>/dev/null; "
               "for i in $(seq 100); do grep -q up /sys/class/net/eth0/operstate && break; "
               "sleep 0.1; done", timeout=60)
