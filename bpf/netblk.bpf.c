@@ -7,9 +7,13 @@
  * stack untouched -- UDP to the same port for another local address (a
  * container's macvlan address, a routed pod IP), transit traffic, other VLANs.
  *
- * netblkctl loads and attaches it (a BPF link the module holds) and fills
- * the maps (bpf/README.md).  The module checks the rest -- MACs, fragments,
+ * netblkctl adds it to the NIC's libxdp dispatcher and fills the maps
+ * (bpf/README.md).  The module checks the rest -- MACs, fragments,
  * lengths, checksums, sources no reply may go to -- so this stays minimal.
+ *
+ * Multi-buffer aware (xdp.frags): a jumbo frame may come in several buffers
+ * (docs/jumbo.md); only the first one's headers are read here, and the
+ * whole frame is redirected.
  */
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -71,7 +75,7 @@ static __always_inline int netblk_allowed(__u32 port, __u16 vlan, __be32 src,
 	return bpf_map_lookup_elem(&netblk_allow, &key) != NULL;
 }
 
-SEC("xdp")
+SEC("xdp.frags")
 int netblk_xdp(struct xdp_md *ctx)
 {
 	void *data = (void *)(long)ctx->data;

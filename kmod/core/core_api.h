@@ -175,17 +175,32 @@ enum netblk_rx_verdict {
 };
 
 /*
+ * One of the buffers after the first of a multi-buffer XDP frame (a jumbo
+ * datagram on a NIC whose receive buffers are smaller than the MTU).
+ */
+struct netblk_piece {
+	uint8_t *data;
+	uint32_t len;
+};
+
+/* Buffers after the first the core takes a frame in (MAX_SKB_FRAGS's default). */
+#define NETBLK_FRAGS_MAX 17
+
+/*
  * A frame the XDP program steered to the instance: @data is its first
- * (Ethernet) byte, *@len its length.  @frame is the shim's handle, kept in
- * the slot when the verdict is KEPT.
+ * (Ethernet) byte, *@len the length of its first buffer, and @frags its
+ * @nr_frags others (NULL and 0 for a frame of one buffer).  @frame is the
+ * shim's handle, kept in the slot when the verdict is KEPT.  A REPLY is
+ * *@len bytes at @data: the first buffer's, never the others.
  */
 enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cpu,
 					   void *frame, uint8_t *data, uint32_t *len,
+					   const struct netblk_piece *frags, uint32_t nr_frags,
 					   uint64_t now_ns);
 /* How many of the refusals the receive path sent the NIC took. */
 void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,
 			 uint32_t dropped);
-/* A frame the shim dropped before the core saw it (an XDP multi-buffer frame). */
+/* A frame the shim dropped before the core saw it (in more than NETBLK_FRAGS_MAX + 1 buffers). */
 void netblk_core_rx_drop(struct netblk_core *core, uint32_t cpu, enum netblk_drop_reason why);
 
 /* ---- the worker (one kernel thread an instance) ---- */

@@ -10,6 +10,9 @@ constexpr int err_inval = 22;
 
 static_assert((int)drop_reasons == NETBLK_DROP_REASONS && (int)drop_multibuffer == NETBLK_DROP_MULTIBUFFER,
 	      "core_api.h's drop reasons are protocol.h's");
+static_assert(sizeof(piece) == sizeof(netblk_piece) &&
+		      offsetof(piece, len) == offsetof(netblk_piece, len),
+	      "core_api.h's netblk_piece is protocol.h's piece");
 static_assert(op_last + 1 == NETBLK_OP_CODES, "core_api.h's op codes are protocol.h's");
 static_assert((int)refusals == NETBLK_REFUSALS &&
 		      (int)refused_eprotonosupport == NETBLK_REFUSED_EPROTONOSUPPORT &&
@@ -208,6 +211,8 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.copy = false;
 	s.lent = false;
 	s.windowed = false;
+	s.frags = false;
+	s.head_payload = 0;
 }
 
 /*
@@ -249,14 +254,25 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 
 	slot &s = slots_[index];
 	fill_slot(s, h, route, now_ns);
-	if (h.op != op_info) {
+	/*
+	 * A frame in several buffers cannot be the reply (the NIC would send
+	 * them all): the slot's own buffer is, and only a WRITE keeps its
+	 * frame, for the data.
+	 */
+	if (h.op != op_info && (!layout.frags || h.op == op_write)) {
 		s.frame = frame;
-		s.reply_at = data;
+		s.reply_at = layout.frags ? nullptr : data;
+		s.frags = layout.frags;
 		add_once(c.frames_kept, 1);
 	}
 	if (h.op == op_write) {
 		s.payload = data + layout.payload_offset + header_size;
-		s.copy = (((uintptr_t)s.payload | h.length) & dma_align_mask_) != 0;
+		s.head_payload = min(h.length, layout.head_len - layout.payload_offset - header_size);
+		/*
+		 * The disk takes the data where it lies only in one piece it can
+		 * DMA from; a multi-buffer frame's is copied (docs/jumbo.md).
+		 */
+		s.copy = layout.frags || (((uintptr_t)s.payload | h.length) & dma_align_mask_) != 0;
 		add_once(c.writes, 1);
 		add_once(c.write_bytes, h.length);
 		if (h.flags & flag_fua)
@@ -272,25 +288,29 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 	}
 	requests_.push(index);
 	add_once(c.queued, 1);
-	return h.op == op_info ? NETBLK_RX_FREE : NETBLK_RX_KEPT;
+	return s.frame ? NETBLK_RX_KEPT : NETBLK_RX_FREE;
 }
 
-netblk_rx_verdict engine::receive(u32 cpu, void *frame, u8 *data, u32 *len, u64 now_ns)
+netblk_rx_verdict engine::receive(u32 cpu, void *frame, u8 *data, u32 *len, const piece *frags,
+				  u32 nr_frags, u64 now_ns)
 {
 	rx_counters &c = rx_[cpu];
 	endpoint me = local();
+	frame_bytes bytes = { data, *len, frags, nr_frags, 0 };
 	frame_layout layout;
 	reply_route route;
 	drop_reason why;
 	header h;
 
 	add_once(c.frames_rx, 1);
+	for (u32 i = 0; i < nr_frags; i++)
+		bytes.frags_len += frags[i].len;
 	/* What cannot or must not be answered is dropped, and counted by reason. */
-	if (!parse_frame(data, *len, me, &layout, &why)) {
+	if (!parse_frame(bytes, me, &layout, &why)) {
 		count_drop(c, why);
 		return NETBLK_RX_FREE;
 	}
-	decision d = validate_header(data + layout.payload_offset, layout.payload_len, auth_, &h);
+	decision d = validate_header(bytes, layout.payload_offset, layout.payload_len, auth_, &h);
 	if (d.what == verdict::drop) {
 		count_drop(c, drop_not_request);
 		return NETBLK_RX_FREE;
@@ -493,15 +513,39 @@ void engine::window_done(slot &s)
 		ss->window.finish(s.request.seq, s.status);
 }
 
+/* A WRITE's data to @to, from the buffers of its frame. */
+void engine::copy_payload(const slot &s, u8 *to)
+{
+	piece frags[NETBLK_FRAGS_MAX];
+	frame_bytes bytes = { s.payload, s.head_payload, frags, 0, 0 };
+
+	if (s.frags)
+		bytes.nr_frags = netblk_shim_frame_frags(shim_, s.frame, (netblk_piece *)frags,
+							 NETBLK_FRAGS_MAX);
+	copy_from_frame(to, bytes, 0, s.request.length);
+}
+
+/* The slot is done with its received frame before its reply: give it back now. */
+void engine::let_go_frame(slot &s)
+{
+	if (!s.frame)
+		return;
+	netblk_shim_free_frame(shim_, s.frame);
+	s.frame = nullptr;
+	add_once(worker_.frames_released, 1);
+}
+
 int engine::start_write(u32 index, slot &s, bool may_block)
 {
 	u8 *data = s.payload;
 	u32 len = s.request.length;
 
-	if (s.copy) {
+	/* (a multi-buffer frame's data is in the slot's buffer from its first try on) */
+	if (s.copy && s.frame) {
 		/*
 		 * The disk cannot DMA from where the NIC put the payload
-		 * (misaligned for it): the one case the CPU copies, counted.
+		 * (misaligned for it, or in several buffers): the cases the
+		 * CPU copies, counted.
 		 */
 		u8 *buffer = netblk_shim_slot_buffer(shim_, index);
 
@@ -511,8 +555,14 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 			return 0;
 		}
 		data = buffer + reply_headroom_;
-		copy_bytes(data, s.payload, len);
+		copy_payload(s, data);
 		add_once(worker_.bytes_copied, len);
+		if (s.frags) {
+			/* the reply goes in the same buffer, ahead of the data */
+			let_go_frame(s);
+			s.reply_at = buffer;
+			s.payload = data;
+		}
 	}
 	return netblk_shim_submit_io(shim_, index, NETBLK_IO_WRITE, s.request.offset, data, len,
 				     s.request.flags & flag_fua, may_block);
@@ -695,6 +745,9 @@ bool engine::finish_io(u32 index, u64 now_ns)
 		add_once(worker_.io_errors, 1);
 	}
 
+	/* a multi-buffer frame still held (answered before its copy) is not the reply */
+	if (s.frags)
+		let_go_frame(s);
 	if (!s.reply_at) {
 		/* the slot's buffer could not be had: EAGAIN, headers alone */
 		s.reply_at = netblk_shim_reply_buffer(shim_, index);
@@ -1033,9 +1086,10 @@ void netblk_core_set_link(struct netblk_core *core, uint32_t mtu, const uint8_t 
 
 enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cpu,
 					   void *frame, uint8_t *data, uint32_t *len,
+					   const struct netblk_piece *frags, uint32_t nr_frags,
 					   uint64_t now_ns)
 {
-	return core->engine.receive(cpu, frame, data, len, now_ns);
+	return core->engine.receive(cpu, frame, data, len, (const nb::piece *)frags, nr_frags, now_ns);
 }
 
 void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,

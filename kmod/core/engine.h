@@ -44,6 +44,7 @@ struct slot_fields {
 	void *frame;		/* a received frame it holds (WRITE, FLUSH), or null */
 	u8 *reply_at;		/* where its reply frame begins */
 	u8 *payload;		/* WRITE: the data inside the received frame */
+	u32 head_payload;	/* WRITE: how much of it the frame's first buffer holds */
 	u64 arrival_ns;
 	u64 retry_ns;		/* the disk said "again": not submitted before this */
 	u64 first_tx_ns;	/* when its reply was first handed to the NIC */
@@ -53,6 +54,7 @@ struct slot_fields {
 	bool copy;		/* WRITE payload the disk cannot take in place */
 	bool lent;		/* its reply is in a buffer the shim lent it */
 	bool windowed;		/* started in its session's replay window: its status goes there */
+	bool frags;		/* its frame is in several buffers: never the reply */
 };
 
 struct slot : slot_fields {
@@ -87,7 +89,8 @@ public:
 	void set_link(u32 mtu, const u8 *mac);
 
 	/* receive path */
-	netblk_rx_verdict receive(u32 cpu, void *frame, u8 *data, u32 *len, u64 now_ns);
+	netblk_rx_verdict receive(u32 cpu, void *frame, u8 *data, u32 *len, const piece *frags,
+				  u32 nr_frags, u64 now_ns);
 	void rx_sent(u32 cpu, u32 sent, u32 dropped);
 	void rx_drop(u32 cpu, drop_reason why);
 
@@ -159,6 +162,8 @@ private:
 	void discard(u32 index);
 	void window_done(slot &s);
 	int start_write(u32 index, slot &s, bool may_block);
+	void copy_payload(const slot &s, u8 *to);
+	void let_go_frame(slot &s);
 	void answer_now(u32 index, u16 status);
 	u32 submit_retries(u64 now_ns);
 	void seal_reply(slot &s, u32 data_len);

@@ -156,11 +156,21 @@ bool decode_info(const u8 *p, u32 len, geometry *g)
 
 u64 compute_tag(const auth_config &a, const u8 *header_bytes, const u8 *data, u32 data_len)
 {
+	return compute_tag(a, header_bytes, one_buffer(data, data_len), 0, data_len);
+}
+
+u64 compute_tag(const auth_config &a, const u8 *header_bytes, const frame_bytes &f,
+		u32 data_offset, u32 data_len)
+{
 	siphash h(a.key);
+	frame_runs runs(f, data_offset, data_len);
+	const u8 *p;
+	u32 n;
 
 	h.update(header_bytes, tag_offset);
-	if (a.data && data_len)
-		h.update(data, data_len);
+	if (a.data)
+		while (runs.next(&p, &n))
+			h.update(p, n);
 	return h.final();
 }
 
@@ -194,6 +204,14 @@ static constexpr decision serve = { verdict::serve, status_ok };
 decision validate_header(const u8 *payload, u32 udp_payload_len, const auth_config &a,
 			 header *h)
 {
+	return validate_header(one_buffer(payload, udp_payload_len), 0, udp_payload_len, a, h);
+}
+
+decision validate_header(const frame_bytes &f, u32 payload_offset, u32 udp_payload_len,
+			 const auth_config &a, header *h)
+{
+	const u8 *payload = f.head + payload_offset;
+
 	/* another version's header may be shorter: look at what they all share */
 	if (udp_payload_len < v1_header_size || load_be32(payload) != proto_magic ||
 	    (payload[5] & op_reply_bit))
@@ -203,7 +221,7 @@ decision validate_header(const u8 *payload, u32 udp_payload_len, const auth_conf
 	if (!decode_header(payload, udp_payload_len, h))
 		return { verdict::drop, status_ok };
 	/* before anything else: an unkeyed client learns nothing but this */
-	if (a.keyed && h->tag != compute_tag(a, payload, payload + header_size,
+	if (a.keyed && h->tag != compute_tag(a, payload, f, payload_offset + header_size,
 					      udp_payload_len - header_size))
 		return refuse(status_ekeyrejected);
 	if (h->op < op_info || h->op > op_last)
@@ -329,9 +347,57 @@ static bool fail(drop_reason *why, drop_reason reason)
 	return false;
 }
 
-bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, frame_layout *out,
+/* ---- frames in several buffers ---- */
+
+frame_runs::frame_runs(const frame_bytes &f, u32 offset, u32 len)
+	: f_(f), buffer_(0), offset_(offset), left_(len)
+{
+}
+
+bool frame_runs::next(const u8 **p, u32 *n)
+{
+	while (left_ && buffer_ <= f_.nr_frags) {
+		const u8 *base = buffer_ ? f_.frags[buffer_ - 1].data : f_.head;
+		u32 size = buffer_ ? f_.frags[buffer_ - 1].len : f_.head_len;
+
+		if (offset_ >= size) {
+			/* it begins in a later buffer */
+			offset_ -= size;
+			buffer_++;
+			continue;
+		}
+		*p = base + offset_;
+		*n = min(size - offset_, left_);
+		left_ -= *n;
+		offset_ = 0;
+		buffer_++;
+		return true;
+	}
+	return false;
+}
+
+void copy_from_frame(u8 *dst, const frame_bytes &f, u32 offset, u32 len)
+{
+	frame_runs runs(f, offset, len);
+	const u8 *p;
+	u32 n;
+
+	while (runs.next(&p, &n)) {
+		copy_bytes(dst, p, n);
+		dst += n;
+	}
+}
+
+/* ---- framing ---- */
+
+bool parse_frame(const frame_bytes &f, const endpoint &local, frame_layout *out,
 		 drop_reason *why)
 {
+	const u8 *frame = f.head;
+	/* the headers are read in the first buffer; lengths count them all */
+	u32 frame_len = f.head_len;
+	u32 total_len = f.head_len + f.frags_len;
+
 	if (frame_len < eth_header_size + ipv4_header_size + udp_header_size)
 		return fail(why, drop_malformed);
 
@@ -346,7 +412,8 @@ bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, frame_la
 	u32 ip_total = load_be16(ip + 2);
 
 	if ((ip[0] >> 4) != 4 || ihl < ipv4_header_size || ip[9] != ipproto_udp ||
-	    ip_total < ihl + udp_header_size || l3 + ip_total > frame_len ||
+	    ip_total < ihl + udp_header_size || l3 + ihl + udp_header_size > frame_len ||
+	    l3 + ip_total > total_len ||
 	    ipv4_checksum(ip, ihl) != 0)
 		return fail(why, drop_malformed);
 	if (load_be16(ip + 6) & (ip_flag_mf | ip_frag_offset_mask))
@@ -370,13 +437,21 @@ bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, frame_la
 	 */
 	if (group_mac(frame + 6) || martian_source(src_ip, local.ip) || load_be16(udp) == 0)
 		return fail(why, drop_source);
-	if (!udp_checksum_ok(ip, udp, udp_len))
+	/*
+	 * The netblk header (or as much of one as there is) in the first
+	 * buffer: every NIC puts more than that there.
+	 */
+	if (l3 + ihl + udp_header_size + min(udp_len - udp_header_size, header_size) > frame_len)
+		return fail(why, drop_malformed);
+	if (!udp_checksum_ok(ip, f, l3 + ihl, udp_len))
 		return fail(why, drop_checksum);
 
 	out->l3_offset = l3;
 	out->udp_offset = l3 + ihl;
 	out->payload_offset = out->udp_offset + udp_header_size;
 	out->payload_len = udp_len - udp_header_size;
+	out->head_len = f.head_len;
+	out->frags = f.nr_frags != 0;
 	out->vlan = vlan;
 	copy_bytes(out->src_mac, frame + 6, 6);
 	out->src_ip = src_ip;
@@ -433,13 +508,31 @@ u16 ipv4_checksum(const u8 *ip_header, u32 len)
 
 bool udp_checksum_ok(const u8 *ip_header, const u8 *udp, u32 udp_len)
 {
-	if (load_be16(udp + 6) == 0)
+	return udp_checksum_ok(ip_header, one_buffer(udp, udp_len), 0, udp_len);
+}
+
+bool udp_checksum_ok(const u8 *ip_header, const frame_bytes &f, u32 udp_offset, u32 udp_len)
+{
+	if (load_be16(f.head + udp_offset + 6) == 0)
 		return true;	/* the sender computed none (RFC 768) */
 
 	/* the pseudo-header: addresses, protocol, UDP length */
 	u64 sum = ones_sum(ip_header + 12, 8, 0) + ipproto_udp + udp_len;
+	frame_runs runs(f, udp_offset, udp_len);
+	const u8 *p;
+	u32 n, at = 0;
 
-	return fold(ones_sum(udp, udp_len, sum)) == 0xffff;
+	while (runs.next(&p, &n)) {
+		u16 run = fold(ones_sum(p, n, 0));
+
+		/*
+		 * A run that begins at an odd offset holds each 16-bit word's
+		 * bytes the other way round: its sum, swapped (RFC 1071 2(B)).
+		 */
+		sum += (at & 1) ? (u16)((run << 8) | (run >> 8)) : run;
+		at += n;
+	}
+	return fold(sum) == 0xffff;
 }
 
 u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u16 ip_id)

@@ -176,7 +176,54 @@ struct auth_config {
 	siphash_key key;
 };
 
+/*
+ * A received frame's bytes: its first buffer, and for a multi-buffer XDP
+ * frame (a jumbo datagram on a NIC whose receive buffers are smaller, like
+ * virtio-net's 3520-byte ones) the buffers it goes on in, in order.  Its
+ * headers, netblk's included, are always in the first (parse_frame()).
+ */
+struct piece {
+	u8 *data;
+	u32 len;
+};
+
+struct frame_bytes {
+	const u8 *head;
+	u32 head_len;
+	const piece *frags;
+	u32 nr_frags;
+	u32 frags_len;		/* their bytes together */
+};
+
+/* A frame of one buffer. */
+inline frame_bytes one_buffer(const u8 *frame, u32 len)
+{
+	return { frame, len, nullptr, 0, 0 };
+}
+
+/*
+ * The bytes [offset, offset + len) of a frame, one contiguous run a call,
+ * in order; next() is false once they are all given (or the frame ends).
+ */
+class frame_runs {
+public:
+	frame_runs(const frame_bytes &f, u32 offset, u32 len);
+	bool next(const u8 **p, u32 *n);
+
+private:
+	const frame_bytes &f_;
+	u32 buffer_;		/* 0: the head; i + 1: frags[i] */
+	u32 offset_;		/* in that buffer */
+	u32 left_;
+};
+
+/* Copy @len bytes from @offset of @f to @dst. */
+void copy_from_frame(u8 *dst, const frame_bytes &f, u32 offset, u32 len);
+
 u64 compute_tag(const auth_config &a, const u8 *header_bytes, const u8 *data, u32 data_len);
+/* The same over data lying at @data_offset of a frame, in as many buffers as it takes. */
+u64 compute_tag(const auth_config &a, const u8 *header_bytes, const frame_bytes &f,
+		u32 data_offset, u32 data_len);
 /* Store the tag of an encoded header (and its data): 0 when not keyed. */
 void seal(const auth_config &a, u8 *header_bytes, const u8 *data, u32 data_len);
 
@@ -201,6 +248,9 @@ struct decision {
  */
 decision validate_header(const u8 *payload, u32 udp_payload_len, const auth_config &a,
 			 header *h);
+/* The same for the UDP payload at @payload_offset of a frame of several buffers. */
+decision validate_header(const frame_bytes &f, u32 payload_offset, u32 udp_payload_len,
+			 const auth_config &a, header *h);
 
 /*
  * What a request of an open session asks for: whole sectors inside the
@@ -272,6 +322,8 @@ struct frame_layout {
 	u32 udp_offset;		/* UDP header */
 	u32 payload_offset;	/* netblk header */
 	u32 payload_len;	/* UDP payload, netblk header included */
+	u32 head_len;		/* bytes of the frame in its first buffer */
+	bool frags;		/* it goes on in other buffers */
 	u16 vlan;		/* the tag's VLAN id, 0 when untagged */
 	u8 src_mac[6];
 	u32 src_ip, dst_ip;	/* network byte order, as on the wire */
@@ -282,11 +334,18 @@ struct frame_layout {
  * Whether a received Ethernet frame is a datagram for @local: IPv4 UDP to its
  * address and port on its VLAN, unfragmented, from a source a reply may go
  * to, with lengths that add up and checksums that hold (a UDP checksum of 0
- * is the sender's choice not to have one).  Fills @out when it is; otherwise
- * *@why says what is wrong.  Verifying the UDP checksum reads the payload.
+ * is the sender's choice not to have one), and its headers -- netblk's too --
+ * in its first buffer.  Fills @out when it is; otherwise *@why says what is
+ * wrong.  Verifying the UDP checksum reads the payload.
  */
-bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, frame_layout *out,
+bool parse_frame(const frame_bytes &f, const endpoint &local, frame_layout *out,
 		 drop_reason *why);
+
+inline bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local,
+			frame_layout *out, drop_reason *why)
+{
+	return parse_frame(one_buffer(frame, frame_len), local, out, why);
+}
 
 /* Whether an IPv4 source address (network order) is one no reply may go to. */
 bool martian_source(u32 src_ip, u32 local_ip);
@@ -331,6 +390,8 @@ u64 ones_sum(const u8 *p, u32 len, u64 sum);
 
 /* Whether a UDP datagram's checksum holds (or is 0: not computed). */
 bool udp_checksum_ok(const u8 *ip_header, const u8 *udp, u32 udp_len);
+/* The same for the datagram at @udp_offset of a frame of several buffers. */
+bool udp_checksum_ok(const u8 *ip_header, const frame_bytes &f, u32 udp_offset, u32 udp_len);
 
 } /* namespace nb */
 

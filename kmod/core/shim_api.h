@@ -16,6 +16,7 @@ extern "C" {
 #endif
 
 struct netblk_instance;
+struct netblk_piece;		/* core_api.h */
 
 /* Zeroed memory, or NULL; may sleep.  Only called when an instance starts. */
 void *netblk_shim_alloc(size_t size);
@@ -77,6 +78,13 @@ struct netblk_tx {
  */
 uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
 			      uint32_t n, int *error);
+
+/*
+ * The buffers after the first of a received multi-buffer frame, at most @max
+ * of them into @frags: how many there are.  Worker context.
+ */
+uint32_t netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
+				 struct netblk_piece *frags, uint32_t max);
 
 /* Release a received frame the core no longer needs.  Any context. */
 void netblk_shim_free_frame(struct netblk_instance *inst, void *frame);

@@ -37,7 +37,11 @@
 #define NETBLK_HOST_INFO_WAIT		(5 * HZ)	/* attach gives up on a silent server */
 /* Datagrams recorded and not yet sent: a window's worth, at most the instance's slots. */
 #define NETBLK_HOST_PENDING		512
-/* Pages one datagram's data spans at the most: max_io is below 64 KiB */
+/*
+ * A datagram's header and the pieces of memory its data lies in, at the
+ * most: 16 pages and a part of two more.  Data in more pieces (segments
+ * smaller than a page under a jumbo max_io) goes out of a bounce buffer.
+ */
 #define NETBLK_HOST_BVECS		18
 
 /* What ATTACH asks for; unset optional values are 0. */
@@ -56,6 +60,7 @@ struct netblk_attach_params {
 struct netblk_host_pending {
 	u8 header[NETBLK_HOST_HEADER_SIZE];
 	u8 *header_frag;	/* WRITE: the header again, in a page the skb may hold */
+	u8 *bounce;		/* WRITE: its data copied here (kmalloc), or NULL */
 	u32 len;		/* data bytes after the header */
 	u16 nr_bvecs;
 	bool spliced;		/* data pages go in the skb as they are */

@@ -44,13 +44,57 @@ static void netblk_host_release_pending(struct netblk_host_pending *p)
 {
 	u16 i;
 
-	/* bvecs[0] is the WRITE header's frag, the rest the request's pages */
-	for (i = 1; i < p->nr_bvecs; i++)
-		put_page(p->bvecs[i].bv_page);
+	/* bvecs[0] is the WRITE header's frag, the rest the request's pages or the bounce */
+	if (p->bounce)
+		kfree(p->bounce);
+	else
+		for (i = 1; i < p->nr_bvecs; i++)
+			put_page(p->bvecs[i].bv_page);
 	if (p->header_frag)
 		page_frag_free(p->header_frag);
 	p->nr_bvecs = 0;
 	p->header_frag = NULL;
+	p->bounce = NULL;
+}
+
+/*
+ * The data lies in more pieces of memory than a datagram's bvecs hold
+ * (small direct-I/O segments under a jumbo max_io): copy it into a buffer
+ * of its own, once, and count it.
+ */
+static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk_host_pending *p,
+				    struct request *rq, u32 at, u32 len)
+{
+	struct req_iterator iter;
+	struct bio_vec bv;
+	u32 skip = at, done = 0;
+
+	p->bounce = kmalloc(len, GFP_ATOMIC | __GFP_NOWARN);
+	if (!p->bounce)
+		return false;
+	rq_for_each_segment(bv, rq, iter) {
+		u32 n;
+
+		if (skip >= bv.bv_len) {
+			skip -= bv.bv_len;
+			continue;
+		}
+		bv.bv_offset += skip;
+		bv.bv_len -= skip;
+		skip = 0;
+		n = min(bv.bv_len, len - done);
+		bv.bv_len = n;
+		memcpy_from_bvec(p->bounce + done, &bv);
+		done += n;
+		if (done == len)
+			break;
+	}
+	bvec_set_virt(&p->bvecs[1], p->bounce, len);
+	p->nr_bvecs = 2;
+	p->len = len;
+	p->spliced = false;
+	att->stats.bytes_copied += len;
+	return done == len;
 }
 
 /*
@@ -84,8 +128,12 @@ static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_h
 			skip -= bv.bv_len;
 			continue;
 		}
-		if (p->nr_bvecs == NETBLK_HOST_BVECS)
-			return false;
+		if (p->nr_bvecs == NETBLK_HOST_BVECS) {
+			/* give back what was taken, and copy it all */
+			while (p->nr_bvecs > 1)
+				put_page(p->bvecs[--p->nr_bvecs].bv_page);
+			return netblk_host_bounce_data(att, p, rq, at, len);
+		}
 		n = min(bv.bv_len - skip, left);
 		get_page(bv.bv_page);
 		bvec_set_page(&p->bvecs[p->nr_bvecs++], bv.bv_page, n, bv.bv_offset + skip);
@@ -118,6 +166,7 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 	p = &att->pending[(att->pending_head + att->pending_count) % NETBLK_HOST_PENDING];
 	memcpy(p->header, header, NETBLK_HOST_HEADER_SIZE);
 	p->header_frag = NULL;
+	p->bounce = NULL;
 	p->nr_bvecs = 0;
 	p->len = 0;
 	p->spliced = false;
@@ -162,6 +211,7 @@ void netblk_host_send_pending(struct netblk_attachment *att)
 		p = att->pending[att->pending_head];
 		att->pending[att->pending_head].nr_bvecs = 0;
 		att->pending[att->pending_head].header_frag = NULL;
+		att->pending[att->pending_head].bounce = NULL;
 		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
 		att->pending_count--;
 		spin_unlock_bh(&att->lock);

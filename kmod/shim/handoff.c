@@ -20,6 +20,40 @@ struct netblk_handoff {
 	struct netblk_instance *inst;
 };
 
+u32 netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
+			    struct netblk_piece *frags, u32 max)
+{
+	struct skb_shared_info *sinfo = xdp_get_shared_info_from_frame(frame);
+	u32 i;
+
+	for (i = 0; i < sinfo->nr_frags && i < max; i++) {
+		frags[i].data = skb_frag_address(&sinfo->frags[i]);
+		frags[i].len = skb_frag_size(&sinfo->frags[i]);
+	}
+	return sinfo->nr_frags;
+}
+
+/*
+ * A refusal of a multi-buffer frame: its headers go out in a page of their
+ * own, since the frame would take its other buffers along.  The CPU copies
+ * only the headers it wrote.  NULL when no page can be had.
+ */
+static struct xdp_frame *netblk_reply_alone(struct netblk_instance *inst,
+					    struct xdp_frame *frame, u32 len)
+{
+	struct page *page = alloc_page(GFP_ATOMIC | __GFP_NOWARN);
+	struct xdp_frame *reply;
+	u8 *data;
+
+	if (!page)
+		return NULL;
+	data = (u8 *)page_address(page) + XDP_PACKET_HEADROOM;
+	memcpy(data, frame->data, len);
+	reply = netblk_buffer_frame(inst, data, len);
+	put_page(page);		/* the reply's reference is the one left */
+	return reply;
+}
+
 /* Refusals answered from the receive path, sent in one transmit a bulk. */
 #define NETBLK_RX_REPLY_BULK 16
 
@@ -51,19 +85,21 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 		return -EINVAL;
 
 	for (i = 0; i < n; i++) {
+		struct netblk_piece frags[NETBLK_FRAGS_MAX];
 		struct xdp_frame *frame = frames[i];
-		u32 len = frame->len;
+		u32 len = frame->len, nr_frags = 0;
 
-		/*
-		 * Multi-buffer: the core sees only the first buffer, and a
-		 * reply in place would send the others back.  Dropped.
-		 */
+		/* a jumbo datagram in several buffers (xdp.frags) */
 		if (unlikely(xdp_frame_has_frags(frame))) {
-			netblk_core_rx_drop(inst->core, cpu, NETBLK_DROP_MULTIBUFFER);
-			xdp_return_frame(frame);
-			continue;
+			nr_frags = netblk_shim_frame_frags(inst, frame, frags, NETBLK_FRAGS_MAX);
+			if (nr_frags > NETBLK_FRAGS_MAX) {
+				netblk_core_rx_drop(inst->core, cpu, NETBLK_DROP_MULTIBUFFER);
+				xdp_return_frame(frame);
+				continue;
+			}
 		}
-		switch (netblk_core_receive(inst->core, cpu, frame, frame->data, &len, now)) {
+		switch (netblk_core_receive(inst->core, cpu, frame, frame->data, &len,
+					    frags, nr_frags, now)) {
 		case NETBLK_RX_KEPT:
 			queued = true;
 			break;
@@ -74,6 +110,16 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 			break;
 		case NETBLK_RX_REPLY:
 			frame->len = len;
+			if (unlikely(nr_frags)) {
+				struct xdp_frame *alone = netblk_reply_alone(inst, frame, len);
+
+				xdp_return_frame(frame);
+				if (!alone) {
+					netblk_core_rx_sent(inst->core, cpu, 0, 1);
+					break;
+				}
+				frame = alone;
+			}
 			replies[nr_replies++] = frame;
 			if (nr_replies == NETBLK_RX_REPLY_BULK) {
 				netblk_handoff_reply(inst, cpu, replies, nr_replies);
@@ -116,7 +162,7 @@ static void netblk_handoff_setup(struct net_device *dev)
 	dev->max_mtu = ETH_MAX_MTU;
 	dev->mtu = ETH_MAX_MTU;
 	/* Must be set before registration: the devmap sets up its bulk queue then. */
-	dev->xdp_features = NETDEV_XDP_ACT_NDO_XMIT;
+	dev->xdp_features = NETDEV_XDP_ACT_NDO_XMIT | NETDEV_XDP_ACT_NDO_XMIT_SG;
 	/*
 	 * The instance's own: it stays in the initial namespace with its NIC,
 	 * and `ip link del` has no rtnl_link_ops to delete it by.  Taken down

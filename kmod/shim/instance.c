@@ -278,9 +278,10 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		memcpy(config.key, p->key, sizeof(config.key));
 	memcpy(config.local_mac, inst->addr_dev->dev_addr, ETH_ALEN);
 	if (!netblk_core_max_io_for_mtu(inst->mtu, inst->sector_size)) {
-		NL_SET_ERR_MSG_FMT(extack, "%u-byte sectors do not fit a datagram at mtu %u (max %u): raise mtu=",
-				   inst->sector_size, inst->mtu,
-				   inst->mtu - NETBLK_DATAGRAM_OVERHEAD);
+		/* the NIC's MTU too: mtu= is never above it */
+		NL_SET_ERR_MSG_FMT(extack, "%u-byte sectors need mtu=%u or more, not %u (and a NIC that carries it)",
+				   inst->sector_size, inst->sector_size + NETBLK_DATAGRAM_OVERHEAD,
+				   inst->mtu);
 		return -EMSGSIZE;
 	}
 	err = netblk_core_create(&config, &inst->core);

@@ -176,6 +176,7 @@ void netblk_disk_poll(struct netblk_instance *inst);
 
 /* worker.c */
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
+struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);

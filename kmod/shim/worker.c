@@ -171,7 +171,7 @@ void netblk_shim_reply_done(struct netblk_instance *inst, u32 slot)
 }
 
 /* An xdp_frame over a buffer of ours (a slot's, a spare), with a reference for the NIC. */
-static struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len)
+struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len)
 {
 	struct page *page = virt_to_head_page(data);
 	u8 *start = page_address(page);

@@ -43,7 +43,8 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
 	std::vector<uint8_t> f = test::build_frame(spec, test::hello_request(nonce));
 	uint32_t len = (uint32_t)f.size();
 
-	if (netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, now) != NETBLK_RX_REPLY)
+	if (netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, nullptr, 0, now) !=
+	    NETBLK_RX_REPLY)
 		return false;
 	f.resize(len);
 	nb::header h = test::reply_header(f);
@@ -53,7 +54,7 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
 	std::vector<uint8_t> again = test::build_frame(spec, test::hello_request(nonce, h.token));
 	len = (uint32_t)again.size();
 	size_t before = inst->sent.size();
-	if (netblk_core_receive(inst->core, 0, again.data(), again.data(), &len, now) !=
+	if (netblk_core_receive(inst->core, 0, again.data(), again.data(), &len, nullptr, 0, now) !=
 	    NETBLK_RX_KEPT)
 		return false;
 	netblk_core_submit(inst->core, now);
@@ -230,6 +231,15 @@ uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_
 	for (uint32_t i = 0; i < taken; i++)
 		inst->sent.emplace_back(tx[i].data, tx[i].data + tx[i].len);
 	return taken;
+}
+
+uint32_t netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
+				 struct netblk_piece *frags, uint32_t max)
+{
+	const std::vector<netblk_piece> &pieces = inst->frags_of.at(frame);
+
+	std::copy_n(pieces.begin(), std::min<size_t>(pieces.size(), max), frags);
+	return (uint32_t)pieces.size();
 }
 
 void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)

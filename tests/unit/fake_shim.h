@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <vector>
 
 #include "core_api.h"
@@ -35,6 +36,8 @@ struct netblk_instance {
 	std::vector<std::vector<uint8_t>> sent;	/* frames the NIC took */
 	std::vector<uint32_t> transmit_sizes;	/* frames a transmit call carried */
 	std::vector<void *> freed_frames;
+	/* the buffers after the first of multi-buffer frames (receive_frags() sets them) */
+	std::map<void *, std::vector<netblk_piece>> frags_of;
 	std::vector<std::vector<uint8_t>> spare;	/* reply buffers handed out */
 	std::vector<uint32_t> lent;	/* slots holding one now */
 	uint32_t returned_unlent = 0;	/* reply_done() for a slot that held none */

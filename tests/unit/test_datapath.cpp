@@ -34,7 +34,8 @@ struct instance_fixture : ::testing::Test {
 		frames.push_back(std::make_unique<std::vector<u8>>(frame_bytes));
 		std::vector<u8> &f = *frames.back();
 		uint32_t len = (uint32_t)f.size();
-		netblk_rx_verdict v = netblk_core_receive(inst->core, cpu, f.data(), f.data(), &len, now);
+		netblk_rx_verdict v = netblk_core_receive(inst->core, cpu, f.data(), f.data(), &len,
+							  nullptr, 0, now);
 		if (v == NETBLK_RX_REPLY)
 			f.resize(len);
 		if (frame_out)
@@ -56,6 +57,38 @@ struct instance_fixture : ::testing::Test {
 			if (netblk_core_next_work(inst->core, now) == NETBLK_NO_WORK)
 				return;
 		}
+	}
+
+	/*
+	 * The receive path for a multi-buffer frame: @frame_bytes cut into a
+	 * first buffer of @head bytes and others of @frag_sizes (the last
+	 * takes the rest), each a vector of its own as a NIC's would be.
+	 */
+	netblk_rx_verdict receive_frags(const std::vector<u8> &frame_bytes, uint32_t head,
+					const std::vector<uint32_t> &frag_sizes)
+	{
+		std::vector<netblk_piece> pieces;
+		uint32_t at = head;
+
+		frames.push_back(std::make_unique<std::vector<u8>>(frame_bytes.begin(),
+								   frame_bytes.begin() + head));
+		std::vector<u8> &first = *frames.back();
+		for (size_t i = 0; i < frag_sizes.size(); i++) {
+			uint32_t n = i + 1 == frag_sizes.size() ? (uint32_t)frame_bytes.size() - at
+								 : frag_sizes[i];
+			frames.push_back(std::make_unique<std::vector<u8>>(
+				frame_bytes.begin() + at, frame_bytes.begin() + at + n));
+			pieces.push_back({ frames.back()->data(), n });
+			at += n;
+		}
+		inst->frags_of[first.data()] = pieces;
+		uint32_t len = head;
+		netblk_rx_verdict v = netblk_core_receive(inst->core, 0, first.data(), first.data(),
+							  &len, pieces.data(),
+							  (uint32_t)pieces.size(), now);
+		if (v == NETBLK_RX_REPLY)
+			first.resize(len);
+		return v;
 	}
 
 	netblk_stats stats()
@@ -122,6 +155,89 @@ TEST_F(instance_fixture, WriteGoesToDiskFromTheFrameAndIsAnsweredInIt)
 	EXPECT_EQ(s.bytes_zerocopy, 1024u);
 	EXPECT_EQ(s.bytes_copied, 0u);
 	EXPECT_EQ(s.frames_tx, 1u);
+	expect_nothing_held();
+}
+
+/* Where a WRITE's data begins in its frame (untagged, no IP options). */
+constexpr uint32_t write_data_at = eth_header_size + datagram_overhead;
+
+std::vector<u8> checksummed(const std::vector<u8> &payload)
+{
+	frame_spec spec;
+	spec.udp_checksum = true;
+	return build_frame(spec, payload);
+}
+
+TEST_F(instance_fixture, WriteInSeveralBuffersIsCopiedOnceAndAnsweredFromTheSlotsBuffer)
+{
+	std::vector<u8> data = pattern(1024, 5);
+	std::vector<u8> frame = checksummed(write_request(8192, data, 43));
+
+	/* odd cuts: the checksum's words straddle buffers */
+	ASSERT_EQ(receive_frags(frame, write_data_at + 301, { 333, 0 }), NETBLK_RX_KEPT);
+	void *handle = frames[frames.size() - 3]->data();
+	work();
+
+	EXPECT_TRUE(std::equal(data.begin(), data.end(), inst->disk.begin() + 8192));
+	ASSERT_EQ(inst->sent.size(), 1u);
+	header h = reply_header(inst->sent[0]);
+	EXPECT_EQ(h.op, op_write | op_reply_bit);
+	EXPECT_EQ(h.status, status_ok);
+	EXPECT_EQ(h.seq, 43u);
+	EXPECT_EQ(inst->sent[0].size(), reply_headroom) << "headers alone, not the frame's buffers";
+	EXPECT_NE(inst->sent[0].data(), (u8 *)handle);
+	EXPECT_EQ(std::count(inst->freed_frames.begin(), inst->freed_frames.end(), handle), 1)
+		<< "the frame goes back once its data is copied";
+
+	netblk_stats s = stats();
+	EXPECT_EQ(s.bad, 0u);
+	EXPECT_EQ(s.bytes_copied, 1024u);
+	EXPECT_EQ(s.bytes_zerocopy, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, MultiBufferWriteRetriedByTheDiskIsCopiedOnce)
+{
+	std::vector<u8> data = pattern(1024, 6);
+	inst->disk_refusals = 2;
+	ASSERT_EQ(receive_frags(checksummed(write_request(0, data, 44)), write_data_at + 100, { 0 }),
+		  NETBLK_RX_KEPT);
+	work();
+
+	EXPECT_TRUE(std::equal(data.begin(), data.end(), inst->disk.begin()));
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(reply_header(inst->sent[0]).status, status_ok);
+	EXPECT_EQ(stats().bytes_copied, 1024u) << "the data stays in the slot's buffer across tries";
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, MultiBufferFrameIsCheckedAcrossItsBuffers)
+{
+	std::vector<u8> frame = checksummed(write_request(0, pattern(1024, 7), 45));
+	frame[write_data_at + 700] ^= 0x10;	/* in the second buffer */
+	EXPECT_EQ(receive_frags(frame, write_data_at + 512, { 0 }), NETBLK_RX_FREE);
+
+	/* a netblk header that does not fit the first buffer */
+	EXPECT_EQ(receive_frags(checksummed(write_request(0, pattern(1024, 7), 46)),
+				write_data_at - 10, { 0 }),
+		  NETBLK_RX_FREE);
+	work();
+	EXPECT_TRUE(inst->sent.empty());
+	netblk_stats s = stats();
+	EXPECT_EQ(s.dropped[NETBLK_DROP_CHECKSUM], 1u);
+	EXPECT_EQ(s.dropped[NETBLK_DROP_MALFORMED], 1u);
+	EXPECT_EQ(s.writes, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, MultiBufferRefusalIsTheFirstBuffersHeadersAlone)
+{
+	/* beyond the device's end: refused on the spot */
+	std::vector<u8> frame = checksummed(write_request(disk_size, pattern(1024, 8), 47));
+	ASSERT_EQ(receive_frags(frame, write_data_at + 256, { 0 }), NETBLK_RX_REPLY);
+	std::vector<u8> &reply = *frames[frames.size() - 2];
+	EXPECT_EQ(reply.size(), reply_headroom);
+	EXPECT_EQ(reply_header(reply).status, status_erange);
 	expect_nothing_held();
 }
 
@@ -631,7 +747,7 @@ TEST(Datapath, VlanInstanceAnswersTaggedRequestsTagged)
 	tagged.vlan = 5;
 	auto frame = build_frame(tagged, request(op_read, 0, 1024, 0, 0, 9));
 	uint32_t len = (uint32_t)frame.size();
-	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, 1),
+	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, nullptr, 0, 1),
 		  NETBLK_RX_FREE);
 	netblk_core_submit(inst->core, 2);
 	netblk_core_reply(inst->core, 3);
@@ -645,7 +761,8 @@ TEST(Datapath, VlanInstanceAnswersTaggedRequestsTagged)
 
 	auto untagged = to_server(request(op_info, 0, 0));
 	len = (uint32_t)untagged.size();
-	EXPECT_EQ(netblk_core_receive(inst->core, 0, untagged.data(), untagged.data(), &len, 1),
+	EXPECT_EQ(netblk_core_receive(inst->core, 0, untagged.data(), untagged.data(), &len,
+				      nullptr, 0, 1),
 		  NETBLK_RX_FREE);
 	netblk_stats s = fake_stats(inst);
 	EXPECT_EQ(s.dropped[NETBLK_DROP_VLAN], 1u);
@@ -704,7 +821,7 @@ TEST(Datapath, MisalignedPayloadIsCopiedAndCounted)
 	std::vector<u8> data = pattern(512, 4);
 	auto frame = to_server(write_request(0, data, 1));
 	uint32_t len = (uint32_t)frame.size();
-	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, 1),
+	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, nullptr, 0, 1),
 		  NETBLK_RX_KEPT);
 	netblk_core_submit(inst->core, 2);
 	netblk_core_reply(inst->core, 2);
@@ -720,7 +837,7 @@ TEST(Datapath, ReadOnlyRefusesWrites)
 	netblk_instance *inst = fake_start(disk_size, true);
 	auto frame = to_server(write_request(0, pattern(512, 1), 1));
 	uint32_t len = (uint32_t)frame.size();
-	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, 1),
+	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, nullptr, 0, 1),
 		  NETBLK_RX_REPLY);
 	frame.resize(len);
 	EXPECT_EQ(reply_header(frame).status, status_erofs);

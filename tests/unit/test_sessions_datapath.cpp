@@ -43,7 +43,8 @@ struct v2 : ::testing::Test {
 		frames.push_back(std::make_unique<std::vector<u8>>(to_server(payload)));
 		std::vector<u8> &f = *frames.back();
 		uint32_t len = (uint32_t)f.size();
-		netblk_rx_verdict v = netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, now);
+		netblk_rx_verdict v = netblk_core_receive(inst->core, 0, f.data(), f.data(), &len,
+							  nullptr, 0, now);
 		if (v == NETBLK_RX_REPLY) {
 			f.resize(len);
 			if (reply)

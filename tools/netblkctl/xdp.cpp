@@ -368,6 +368,11 @@ std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex)
 		prog_ = nullptr;
 		return "cannot load the XDP program: " + libxdp_error_text(static_cast<int>(-err));
 	}
+	// Multi-buffer aware (a jumbo MTU on virtio-net needs it).  libbpf
+	// sets the flag of an "xdp.frags" section only when it loads the
+	// program, after libxdp has decided the dispatcher's: say it here.
+	if (int err = xdp_program__set_xdp_frags_support(prog_, true))
+		return "cannot load the XDP program: " + libxdp_error_text(-err);
 	if (int err = xdp_program__attach(prog_, static_cast<int>(ifindex), XDP_MODE_NATIVE, 0)) {
 		std::string why = err == -EPERM || err == -EACCES
 					  ? errno_text(-err)
