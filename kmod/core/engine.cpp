@@ -259,10 +259,10 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 	 * them all): the slot's own buffer is, and only a WRITE keeps its
 	 * frame, for the data.
 	 */
+	s.frags = layout.frags;
 	if (h.op != op_info && (!layout.frags || h.op == op_write)) {
 		s.frame = frame;
 		s.reply_at = layout.frags ? nullptr : data;
-		s.frags = layout.frags;
 		add_once(c.frames_kept, 1);
 	}
 	if (h.op == op_write) {
@@ -745,11 +745,18 @@ bool engine::finish_io(u32 index, u64 now_ns)
 		add_once(worker_.io_errors, 1);
 	}
 
-	/* a multi-buffer frame still held (answered before its copy) is not the reply */
-	if (s.frags)
+	/*
+	 * A multi-buffer frame still held (answered before its copy: a
+	 * duplicate, ENOTCONN, no buffer) is not the reply: the slot's own
+	 * buffer is, or else a spare one.
+	 */
+	if (s.frags) {
 		let_go_frame(s);
+		if (!s.reply_at)
+			s.reply_at = netblk_shim_slot_buffer(shim_, index);
+	}
 	if (!s.reply_at) {
-		/* the slot's buffer could not be had: EAGAIN, headers alone */
+		/* no buffer of the slot's own could be had: EAGAIN, headers alone */
 		s.reply_at = netblk_shim_reply_buffer(shim_, index);
 		if (!s.reply_at) {
 			drop_reply(index);

@@ -39,8 +39,9 @@
 #define NETBLK_HOST_PENDING		512
 /*
  * A datagram's header and the pieces of memory its data lies in, at the
- * most: 16 pages and a part of two more.  Data in more pieces (segments
- * smaller than a page under a jumbo max_io) goes out of a bounce buffer.
+ * most: 17, the pages any max_io below 64 KiB spans.  Data in more pieces
+ * (segments smaller than a page under a jumbo max_io) is copied into pages
+ * of its own.
  */
 #define NETBLK_HOST_BVECS		18
 
@@ -60,7 +61,6 @@ struct netblk_attach_params {
 struct netblk_host_pending {
 	u8 header[NETBLK_HOST_HEADER_SIZE];
 	u8 *header_frag;	/* WRITE: the header again, in a page the skb may hold */
-	u8 *bounce;		/* WRITE: its data copied here (kmalloc), or NULL */
 	u32 len;		/* data bytes after the header */
 	u16 nr_bvecs;
 	bool spliced;		/* data pages go in the skb as they are */

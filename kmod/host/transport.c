@@ -44,34 +44,40 @@ static void netblk_host_release_pending(struct netblk_host_pending *p)
 {
 	u16 i;
 
-	/* bvecs[0] is the WRITE header's frag, the rest the request's pages or the bounce */
-	if (p->bounce)
-		kfree(p->bounce);
-	else
-		for (i = 1; i < p->nr_bvecs; i++)
-			put_page(p->bvecs[i].bv_page);
+	/* bvecs[0] is the WRITE header's frag, the rest the request's pages (or copies) */
+	for (i = 1; i < p->nr_bvecs; i++)
+		put_page(p->bvecs[i].bv_page);
 	if (p->header_frag)
 		page_frag_free(p->header_frag);
 	p->nr_bvecs = 0;
 	p->header_frag = NULL;
-	p->bounce = NULL;
 }
 
 /*
  * The data lies in more pieces of memory than a datagram's bvecs hold
- * (small direct-I/O segments under a jumbo max_io): copy it into a buffer
- * of its own, once, and count it.
+ * (small direct-I/O segments under a jumbo max_io): copy it, once, into
+ * pages of its own (order 0: no large atomic allocation), which then go out
+ * like the request's.  bvecs[0] is the header's.
  */
 static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk_host_pending *p,
 				    struct request *rq, u32 at, u32 len)
 {
 	struct req_iterator iter;
+	struct iov_iter to;
 	struct bio_vec bv;
-	u32 skip = at, done = 0;
+	u32 skip = at, done;
 
-	p->bounce = kmalloc(len, GFP_ATOMIC | __GFP_NOWARN);
-	if (!p->bounce)
-		return false;
+	for (done = 0; done < len; done += PAGE_SIZE) {
+		struct page *page = alloc_page(GFP_ATOMIC | __GFP_NOWARN);
+
+		if (!page || p->nr_bvecs == NETBLK_HOST_BVECS) {
+			if (page)
+				__free_page(page);
+			return false;	/* the caller puts the pages taken */
+		}
+		bvec_set_page(&p->bvecs[p->nr_bvecs++], page, min_t(u32, PAGE_SIZE, len - done), 0);
+	}
+	iov_iter_bvec(&to, ITER_DEST, &p->bvecs[1], p->nr_bvecs - 1, len);
 	rq_for_each_segment(bv, rq, iter) {
 		u32 n;
 
@@ -79,22 +85,19 @@ static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk
 			skip -= bv.bv_len;
 			continue;
 		}
-		bv.bv_offset += skip;
-		bv.bv_len -= skip;
+		n = min(bv.bv_len - skip, (u32)iov_iter_count(&to));
+		if (copy_page_to_iter(bv.bv_page, bv.bv_offset + skip, n, &to) != n)
+			return false;
 		skip = 0;
-		n = min(bv.bv_len, len - done);
-		bv.bv_len = n;
-		memcpy_from_bvec(p->bounce + done, &bv);
-		done += n;
-		if (done == len)
+		if (!iov_iter_count(&to))
 			break;
 	}
-	bvec_set_virt(&p->bvecs[1], p->bounce, len);
-	p->nr_bvecs = 2;
+	if (iov_iter_count(&to))
+		return false;
 	p->len = len;
-	p->spliced = false;
+	p->spliced = true;
 	att->stats.bytes_copied += len;
-	return done == len;
+	return true;
 }
 
 /*
@@ -166,7 +169,6 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 	p = &att->pending[(att->pending_head + att->pending_count) % NETBLK_HOST_PENDING];
 	memcpy(p->header, header, NETBLK_HOST_HEADER_SIZE);
 	p->header_frag = NULL;
-	p->bounce = NULL;
 	p->nr_bvecs = 0;
 	p->len = 0;
 	p->spliced = false;
@@ -211,7 +213,6 @@ void netblk_host_send_pending(struct netblk_attachment *att)
 		p = att->pending[att->pending_head];
 		att->pending[att->pending_head].nr_bvecs = 0;
 		att->pending[att->pending_head].header_frag = NULL;
-		att->pending[att->pending_head].bounce = NULL;
 		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
 		att->pending_count--;
 		spin_unlock_bh(&att->lock);

@@ -64,6 +64,7 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
 		return false;
 	h = test::reply_header(inst->sent.back());
 	inst->sent.pop_back();
+	inst->sent_frames.pop_back();
 	inst->transmit_sizes.pop_back();
 	inst->freed_frames.clear();
 	if (h.status || !h.session || !h.token)
@@ -72,6 +73,32 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
 	test::session.token = h.token;
 	test::session.next_seq = 1;
 	return true;
+}
+
+netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
+				     const std::vector<uint8_t> &frame, uint32_t head,
+				     const std::vector<uint32_t> &frag_sizes, uint64_t now)
+{
+	std::vector<netblk_piece> pieces;
+	uint32_t at = head;
+
+	store.push_back(std::make_unique<std::vector<uint8_t>>(frame.begin(), frame.begin() + head));
+	std::vector<uint8_t> &first = *store.back();
+	for (size_t i = 0; i < frag_sizes.size(); i++) {
+		uint32_t n = i + 1 == frag_sizes.size() ? (uint32_t)frame.size() - at : frag_sizes[i];
+
+		store.push_back(std::make_unique<std::vector<uint8_t>>(frame.begin() + at,
+								       frame.begin() + at + n));
+		pieces.push_back({ store.back()->data(), n });
+		at += n;
+	}
+	inst->frags_of[first.data()] = pieces;
+	uint32_t len = head;
+	netblk_rx_verdict v = netblk_core_receive(inst->core, 0, first.data(), first.data(), &len,
+						  pieces.data(), (uint32_t)pieces.size(), now);
+	if (v == NETBLK_RX_REPLY)
+		first.resize(len);
+	return v;
 }
 
 netblk_stats fake_stats(netblk_instance *inst)
@@ -228,8 +255,10 @@ uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_
 	if (inst->nic_error)
 		return 0;
 	/* what it does not take of received frames stays the caller's */
-	for (uint32_t i = 0; i < taken; i++)
+	for (uint32_t i = 0; i < taken; i++) {
 		inst->sent.emplace_back(tx[i].data, tx[i].data + tx[i].len);
+		inst->sent_frames.push_back(tx[i].frame);
+	}
 	return taken;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core_api.h"
@@ -34,6 +35,7 @@ struct netblk_instance {
 	std::deque<fake_io> pending;
 	std::vector<std::vector<uint8_t>> slot_buffers;
 	std::vector<std::vector<uint8_t>> sent;	/* frames the NIC took */
+	std::vector<void *> sent_frames;	/* each one's received frame, or NULL: a buffer */
 	std::vector<uint32_t> transmit_sizes;	/* frames a transmit call carried */
 	std::vector<void *> freed_frames;
 	/* the buffers after the first of multi-buffer frames (receive_frags() sets them) */
@@ -82,5 +84,18 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce);
 
 /* The instance's counters less those of opening the session (gauges as they are). */
 netblk_stats fake_stats(netblk_instance *inst);
+
+/* Frames received, each kept where it is while the core may hold it. */
+using fake_frames = std::vector<std::unique_ptr<std::vector<uint8_t>>>;
+
+/*
+ * The receive path for a multi-buffer frame: @frame cut into a first buffer
+ * of @head bytes and others of @frag_sizes (the last takes the rest), each
+ * a vector of its own in @store as a NIC's would be.  The first buffer is
+ * the frame's handle, and holds the reply when the verdict is REPLY.
+ */
+netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
+				     const std::vector<uint8_t> &frame, uint32_t head,
+				     const std::vector<uint32_t> &frag_sizes, uint64_t now);
 
 #endif

@@ -21,7 +21,7 @@ constexpr uint64_t disk_size = 1 << 20;
 
 struct instance_fixture : ::testing::Test {
 	netblk_instance *inst = nullptr;
-	std::vector<std::unique_ptr<std::vector<u8>>> frames;	/* received frames stay put */
+	fake_frames frames;	/* received frames stay put */
 	uint64_t now = 1000;
 
 	void SetUp() override { inst = fake_start(disk_size); ASSERT_NE(inst, nullptr); }
@@ -59,36 +59,11 @@ struct instance_fixture : ::testing::Test {
 		}
 	}
 
-	/*
-	 * The receive path for a multi-buffer frame: @frame_bytes cut into a
-	 * first buffer of @head bytes and others of @frag_sizes (the last
-	 * takes the rest), each a vector of its own as a NIC's would be.
-	 */
-	netblk_rx_verdict receive_frags(const std::vector<u8> &frame_bytes, uint32_t head,
+	/* A multi-buffer frame: fake_receive_frags(). */
+	netblk_rx_verdict receive_frags(const std::vector<u8> &frame, uint32_t head,
 					const std::vector<uint32_t> &frag_sizes)
 	{
-		std::vector<netblk_piece> pieces;
-		uint32_t at = head;
-
-		frames.push_back(std::make_unique<std::vector<u8>>(frame_bytes.begin(),
-								   frame_bytes.begin() + head));
-		std::vector<u8> &first = *frames.back();
-		for (size_t i = 0; i < frag_sizes.size(); i++) {
-			uint32_t n = i + 1 == frag_sizes.size() ? (uint32_t)frame_bytes.size() - at
-								 : frag_sizes[i];
-			frames.push_back(std::make_unique<std::vector<u8>>(
-				frame_bytes.begin() + at, frame_bytes.begin() + at + n));
-			pieces.push_back({ frames.back()->data(), n });
-			at += n;
-		}
-		inst->frags_of[first.data()] = pieces;
-		uint32_t len = head;
-		netblk_rx_verdict v = netblk_core_receive(inst->core, 0, first.data(), first.data(),
-							  &len, pieces.data(),
-							  (uint32_t)pieces.size(), now);
-		if (v == NETBLK_RX_REPLY)
-			first.resize(len);
-		return v;
+		return fake_receive_frags(inst, frames, frame, head, frag_sizes, now);
 	}
 
 	netblk_stats stats()
@@ -185,7 +160,7 @@ TEST_F(instance_fixture, WriteInSeveralBuffersIsCopiedOnceAndAnsweredFromTheSlot
 	EXPECT_EQ(h.status, status_ok);
 	EXPECT_EQ(h.seq, 43u);
 	EXPECT_EQ(inst->sent[0].size(), reply_headroom) << "headers alone, not the frame's buffers";
-	EXPECT_NE(inst->sent[0].data(), (u8 *)handle);
+	EXPECT_EQ(inst->sent_frames[0], nullptr) << "built in a buffer of the shim's";
 	EXPECT_EQ(std::count(inst->freed_frames.begin(), inst->freed_frames.end(), handle), 1)
 		<< "the frame goes back once its data is copied";
 
@@ -208,6 +183,25 @@ TEST_F(instance_fixture, MultiBufferWriteRetriedByTheDiskIsCopiedOnce)
 	ASSERT_EQ(inst->sent.size(), 1u);
 	EXPECT_EQ(reply_header(inst->sent[0]).status, status_ok);
 	EXPECT_EQ(stats().bytes_copied, 1024u) << "the data stays in the slot's buffer across tries";
+	expect_nothing_held();
+}
+
+TEST_F(instance_fixture, MultiBufferWriteWithoutABufferIsAnsweredEagainAndGivenBack)
+{
+	inst->no_buffers = true;
+	ASSERT_EQ(receive_frags(checksummed(write_request(0, pattern(1024, 9), 48)),
+				write_data_at + 700, { 0 }),
+		  NETBLK_RX_KEPT);
+	void *handle = frames[frames.size() - 2]->data();
+	work();
+
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(reply_header(inst->sent[0]).status, status_eagain);
+	EXPECT_EQ(inst->sent_frames[0], nullptr) << "in a spare buffer, not the frame";
+	EXPECT_EQ(std::count(inst->freed_frames.begin(), inst->freed_frames.end(), handle), 1);
+	EXPECT_TRUE(std::all_of(inst->disk.begin(), inst->disk.begin() + 1024,
+				[](u8 b) { return b == 0; })) << "nothing written";
+	EXPECT_EQ(stats().bytes_copied, 0u);
 	expect_nothing_held();
 }
 

@@ -22,7 +22,7 @@ const uint8_t key_bytes[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15
 
 struct v2 : ::testing::Test {
 	netblk_instance *inst = nullptr;
-	std::vector<std::unique_ptr<std::vector<u8>>> frames;
+	fake_frames frames;
 	uint64_t now = 1000;
 
 	void start(const fake_options &o = fake_options())
@@ -361,6 +361,32 @@ TEST_F(v2, AuthFullRefusesDataChangedInFlight)
 	EXPECT_EQ(load_be64(hdr + tag_offset),
 		  compute_tag(test::session.auth, hdr, hdr + header_size, 1024))
 		<< "a READ's answer is tagged over its data too";
+}
+
+TEST_F(v2, AuthFullTagsAreCheckedAcrossAMultiBufferFramesBuffers)
+{
+	fake_options o;
+	o.key = key_bytes;
+	o.auth_data = true;
+	start(o);
+	constexpr uint32_t data_at = eth_header_size + datagram_overhead;
+	std::vector<u8> data(1024);
+	for (size_t i = 0; i < data.size(); i++)
+		data[i] = (u8)(i * 13 + 1);
+
+	std::vector<u8> bad = to_server(write_request(0, data));
+	bad[data_at + 900] ^= 4;	/* in the last buffer */
+	ASSERT_EQ(fake_receive_frags(inst, frames, bad, data_at + 77, { 401, 0 }, now),
+		  NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(*frames[frames.size() - 3]).status, status_ekeyrejected);
+
+	ASSERT_EQ(fake_receive_frags(inst, frames, to_server(write_request(0, data)), data_at + 77,
+				     { 401, 0 }, now),
+		  NETBLK_RX_KEPT);
+	work();
+	EXPECT_EQ(last_reply().status, status_ok);
+	EXPECT_TRUE(std::equal(data.begin(), data.end(), inst->disk.begin()));
+	EXPECT_EQ(stats().auth_failed, 1u);
 }
 
 TEST_F(v2, TrimAndWriteZeroesGoToTheDiskAndAreExecutedOnce)
