@@ -33,6 +33,12 @@ Systems (the server guest's side, then the client guest's):
   aoe       vblade -d (O_DIRECT) on the partition, shelf 0 slot 0 on eth1;
             the kernel's aoe driver -> /dev/etherd/e0.0.  Raw Ethernet, no
             IP; vblade copies every byte between its raw socket and user space.
+  netblk-9000
+            netblk with both guests' link NICs at MTU 9000 (virtio-net only:
+            vmxnet3 runs no multi-buffer XDP): a datagram carries 8704 bytes,
+            a 4 KiB request is one datagram each way.  A WRITE that arrives
+            in more than one of virtio-net's 3520-byte receive buffers is
+            copied once on the server (docs/jumbo.md).
   local     fio on /dev/nvme0n1p1 inside the server guest: the disk's own
             limit (no client guest CPU).
   md-netblk, md-nvme-tcp
@@ -79,7 +85,9 @@ from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
-SYSTEMS = ("netblk", "nvme-tcp", "nbd", "aoe", "local", "md-netblk", "md-nvme-tcp")
+SYSTEMS = ("netblk", "netblk-9000", "nvme-tcp", "nbd", "aoe", "local", "md-netblk",
+           "md-nvme-tcp")
+JUMBO = 9000  # netblk-9000's link MTU, both guests (docs/jumbo.md)
 DEV2 = "/dev/nvme0n1p2"  # the second member of the md rows' RAID1
 # md RAID1 over two devices of one system: the scale-out case (the rows' size: inside md's)
 MD_SYSTEMS = ("md-netblk", "md-nvme-tcp")
@@ -90,6 +98,8 @@ NQN = "nqn.2026-12.io.netblk:bench"
 NVMET = "/sys/kernel/config/nvmet"
 # What each system's server copies of the data, by design (netblk: its counters).
 COPIES = {"netblk": "none: the NIC's pages go to the disk, the disk's to the NIC (counters)",
+          "netblk-9000": "WRITEs in more than one receive buffer (over 3412 bytes on virtio-net), "
+                         "once into the slot's page; the rest none (counters)",
           "nvme-tcp": "WRITE data, socket to its pages; READ data sent from the bio's pages",
           "nbd": "all of it, twice: socket <-> nbd-server <-> page cache",
           "aoe": "all of it: raw socket <-> vblade (O_DIRECT to the disk)",
@@ -144,6 +154,16 @@ class Link:
         self.client.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
         log("bench: " + self.client.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60).strip())
         return self.client, "/dev/netblk0"
+
+    def jumbo_setup(self) -> tuple[Guest, str]:
+        for g in (self.server, self.client):
+            g.check(f"ip link set eth1 mtu {JUMBO}")
+        return self.netblk_setup()
+
+    def jumbo_teardown(self) -> None:
+        self.netblk_teardown()
+        for g in (self.server, self.client):
+            g.check("ip link set eth1 mtu 1500")
 
     def netblk_counters(self) -> dict:
         inst = [i for i in json.loads(self.server.check("netblkctl list --json"))
@@ -322,11 +342,12 @@ def medians(rows: list[dict]) -> list[dict]:
 
 
 def ratios(meds: list[dict]) -> list[dict]:
-    """netblk over each other system, per workload; md-netblk over md-nvme-tcp."""
+    """netblk and netblk-9000 over each other system, per workload;
+    md-netblk over md-nvme-tcp."""
     by = {(m["system"], m["workload"], m["bs"], m["depth"]): m for m in meds}
     out = []
     for (system, wl, bs, depth), m in by.items():
-        if system not in ("netblk", "md-netblk"):
+        if system not in ("netblk", "netblk-9000", "md-netblk"):
             continue
         md = system in MD_SYSTEMS
         for (other, owl, obs, odepth), o in by.items():
@@ -376,7 +397,7 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
                ("server_cpu_us_per_req", "server guest CPU us/request (lower is better)"))
     fig, axes = plt.subplots(len(metrics), len(workloads),
                              figsize=(3 * len(workloads), 2.6 * len(metrics)), squeeze=False)
-    colours = {"netblk": "tab:green", "nvme-tcp": "tab:blue", "nbd": "tab:orange",
+    colours = {"netblk": "tab:green", "netblk-9000": "tab:olive", "nvme-tcp": "tab:blue", "nbd": "tab:orange",
                "aoe": "tab:purple", "local": "tab:grey"}
     for col, (rw, bs, qd) in enumerate(workloads):
         for row, (key, label) in enumerate(metrics):
@@ -408,7 +429,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description="fio on a block device in a second guest")
     ap.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 4)),
                     help="seconds per run (4)")
-    ap.add_argument("--systems", default=",".join(SYSTEMS))
+    ap.add_argument("--systems", default=None,
+                    help="comma-separated, of " + ", ".join(SYSTEMS) +
+                         " (all; netblk-9000 only on virtio)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every system this many times over, in turn (1)")
     ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
@@ -419,7 +442,8 @@ def main() -> int:
                     help="this host's net.core.rmem_default while the guests start (the link's "
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
     a = ap.parse_args()
-    systems = a.systems.split(",")
+    systems = a.systems.split(",") if a.systems else \
+        [s for s in SYSTEMS if s != "netblk-9000" or a.nic == "virtio"]
     for s in systems:
         if s not in SYSTEMS:
             ap.error(f"unknown system {s!r} (one of {', '.join(SYSTEMS)})")
@@ -469,7 +493,7 @@ def run(a, systems: list[str], found: dict) -> int:
         client_programs["/sbin/mdadm"] = Path(found["mdadm"])
     rows: list[dict] = []
     failures: list[str] = []
-    counters = None
+    counters: dict[str, dict] = {}
     with Guest("bench-server", checks=False, extra_programs=server_programs,
                modules=SERVER_MODULES, require_project=True,
                qemu_args=link_args(server_end, client_end, "52:54:00:09:00:01", model),
@@ -482,6 +506,7 @@ def run(a, systems: list[str], found: dict) -> int:
             g.check(f"ip link set eth1 up && ip addr add {ip}/24 dev eth1")
         link = Link(server, client, a.seconds)
         steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
+                 "netblk-9000": (link.jumbo_setup, link.jumbo_teardown),
                  "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
                  "nbd": (link.nbd_setup, link.nbd_teardown),
                  "aoe": (link.aoe_setup, link.aoe_teardown),
@@ -517,20 +542,23 @@ def run(a, systems: list[str], found: dict) -> int:
                         continue
                     rows.append({"system": system, "workload": rw, "bs": bs, "depth": depth,
                                  "round": rnd, **res})
-                if system == "netblk":
-                    counters = link.netblk_counters()
+                if system in ("netblk", "netblk-9000"):
+                    counters[system] = link.netblk_counters()
                 teardown()
 
     drops = host_udp_drops() - drops0
     meds = medians(rows)
     result = {
-        "rows": rows, "medians": meds, "ratios": ratios(meds), "netblk_counters": counters,
+        "rows": rows, "medians": meds, "ratios": ratios(meds),
+        "netblk_counters": counters.get("netblk"),
+        "netblk_9000_counters": counters.get("netblk-9000"),
         "failures": failures,
         "meta": {
             "seconds_per_run": a.seconds, "rounds": a.rounds, "device": DEV,
             "device_bytes": DEV_SIZE,
             "guests": f"QEMU TCG, 2 vCPUs, 2048 MiB each; {a.nic} link NICs "
-                      f"({NIC_MODELS[a.nic][1]}), MTU 1500, QEMU dgram netdev over 127.0.0.1",
+                      f"({NIC_MODELS[a.nic][1]}), MTU 1500 (netblk-9000: {JUMBO}), "
+                      "QEMU dgram netdev over 127.0.0.1",
             "fio": "--direct=1 --ioengine=libaio, in the client guest (local: the server guest)",
             "fio_start_exit_jiffies": link.start_cost,
             "host_rmem_default": a.host_rmem or None,
