@@ -30,7 +30,7 @@ CORE_SRCS := $(wildcard kmod/core/*.cpp)
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
-.PHONY: all module netblkctl bpf kernel deps unit e2e check demo demo-exec install clean \
+.PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest deps unit e2e check demo demo-exec install clean \
 	install-module install-tools install-dkms-source man release deb check-pkg \
 	debug-kernel debug-module check-debug
 
@@ -46,6 +46,18 @@ module: $(if $(wildcard /lib/modules/$(KVER_BUILD)/build),,kernel)
 # The module for the test guest's kernel, whatever this host runs.
 bench-module: kernel
 	$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) modules
+
+# Other kernels (ci/fetch-kernel.sh): Debian 12's own, 6.1, which
+# NETBLK_KERNEL=6.1 boots in the guest, and the newest the registry has, only
+# compiled for.  Their modules are built apart (build_module_copy), in
+# build/module-<kernel>.
+OTHER_KERNELS := 6.1 newest
+
+$(addprefix kernel-,$(OTHER_KERNELS)): kernel-%:
+	ci/fetch-kernel.sh $* >/dev/null
+
+$(addprefix module-,$(OTHER_KERNELS)): module-%: kernel-%
+	$(call build_module_copy,$(CURDIR)/build/module-$*,$(CURDIR)/build/kernel-$*/root/usr/src/linux-headers-$$(cat build/kernel-$*/.release))
 
 netblkctl: tools/netblkctl/netblkctl
 
@@ -98,17 +110,24 @@ unit: build/unit/netblk_unit_tests
 
 # The e2e suite once on each NIC model of the test guest (ci/guest.py):
 # virtio-net (no page_pool, shared-page XDP) and vmxnet3 (a page_pool per
-# receive queue, its own XDP code).  NICS=virtio runs one.
+# receive queue, its own XDP code).  NICS=virtio runs one.  And once on each
+# kernel of KERNELS: 6.12 (the default) and 6.1, Debian 12's own
+# (KERNELS="6.12 6.1" runs both, as .ci/run does).
 NICS ?= virtio vmxnet3
+KERNELS ?= 6.12
+E2E_MODULES := $(foreach k,$(KERNELS),$(if $(filter 6.12,$(k)),bench-module,module-$(k)))
 
-e2e: bench-module netblkctl load
-	@set -e; for nic in $(NICS); do \
-		echo "== e2e on $$nic"; \
-		NETBLK_NIC=$$nic $(PYTHON) -m pytest -v tests/e2e; \
-	done
+e2e: $(E2E_MODULES) netblkctl load
+	@set -e; for kernel in $(KERNELS); do for nic in $(NICS); do \
+		echo "== e2e on $$kernel, $$nic"; \
+		NETBLK_KERNEL=$$kernel NETBLK_NIC=$$nic $(PYTHON) -m pytest -v tests/e2e; \
+	done; done
 
+# The newest kernel the registry has is only compiled for: upstream's
+# changes break the build here before they reach a user.
 check: deps
 	$(MAKE) -j$(shell nproc) unit
+	$(MAKE) module-newest
 	$(MAKE) e2e
 	$(MAKE) check-pkg
 
@@ -134,13 +153,18 @@ debug-kernel:
 	ci/debug-kernel.sh
 
 # Kbuild before 6.13 has no separate output directory for an external
-# module: it is built in a copy of the tree's module sources.
-debug-module: debug-kernel
-	@mkdir -p $(DEBUG_MODULE)/kmod
-	cp -p Kbuild $(DEBUG_MODULE)/
+# module: one for another kernel than the tree's is built in a copy of the
+# module's sources ($(1)), against the kbuild tree $(2).
+define build_module_copy
+	@mkdir -p $(1)/kmod
+	cp -p Kbuild $(1)/
 	tar -C kmod -cf - --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' \
-		--exclude='*.symvers' --exclude='*.order' . | tar -C $(DEBUG_MODULE)/kmod -xpf -
-	$(MAKE) -C $(DEBUG_KDIR) M=$(DEBUG_MODULE) modules
+		--exclude='*.symvers' --exclude='*.order' . | tar -C $(1)/kmod -xpf -
+	$(MAKE) -C $(2) M=$(1) modules
+endef
+
+debug-module: debug-kernel
+	$(call build_module_copy,$(DEBUG_MODULE),$(DEBUG_KDIR))
 
 check-debug: deps
 	$(MAKE) debug-module netblkctl load

@@ -32,8 +32,10 @@ Guest devices (fixed, checked at every boot):
                  .agent2.sock (under /tmp/netblk-<hash>/ when the
                  checkout's path is too long for a Unix socket).
                  Independent of eth0.
-  Kernel: Debian's 6.12 cloud kernel (build/kernel, ci/fetch-kernel.sh), or
-  with NETBLK_KERNEL=debug the debug one (build/debug-kernel,
+  Kernel: Debian's 6.12 cloud kernel (build/kernel, ci/fetch-kernel.sh);
+  with NETBLK_KERNEL=6.1 Debian 12's own 6.1 cloud kernel (build/kernel-6.1,
+  `ci/fetch-kernel.sh 6.1`) and its netblk.ko (build/module-6.1,
+  `make module-6.1`); with NETBLK_KERNEL=debug the debug one (build/debug-kernel,
   ci/debug-kernel.sh: KASAN, lockdep, kmemleak, DEBUG_ATOMIC_SLEEP, the
   drivers built in, booted with acpi=noirq hpet=disable tsc=reliable) and its netblk.ko
   (build/debug-module, `make debug-module`).
@@ -88,16 +90,25 @@ import initramfs  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "guest"
-KERNEL = ROOT / "build" / "kernel"
 DEBUG_KERNEL = ROOT / "build" / "debug-kernel"
+# NETBLK_KERNEL: the guest's kernel -- where it is unpacked, the series
+# ci/fetch-kernel.sh fetches it by, and where its netblk.ko is built.  Every
+# kernel but the tree's own (6.12) has its module built apart, in a copy of
+# kmod/ (make module-6.1, make debug-module).
+FLAVOURS = {
+    "cloud": (ROOT / "build" / "kernel", "6.12", ROOT / "kmod"),
+    "6.1": (ROOT / "build" / "kernel-6.1", "6.1", ROOT / "build" / "module-6.1" / "kmod"),
+    "debug": (DEBUG_KERNEL, None, ROOT / "build" / "debug-module" / "kmod"),
+}
 FLAVOUR = os.environ.get("NETBLK_KERNEL", "cloud")
-if FLAVOUR not in ("cloud", "debug"):
-    raise SystemExit(f"NETBLK_KERNEL={FLAVOUR!r}: cloud (Debian's 6.12 cloud kernel) or debug "
-                     f"(ci/debug-kernel.sh: KASAN, lockdep, kmemleak)")
-# netblk.ko for the guest's kernel: the debug kernel's is built apart (make debug-module).
+FLAVOUR = "cloud" if FLAVOUR == "6.12" else FLAVOUR
+if FLAVOUR not in FLAVOURS:
+    raise SystemExit(f"NETBLK_KERNEL={FLAVOUR!r}: cloud or 6.12 (Debian's 6.12 cloud kernel), "
+                     f"6.1 (Debian 12's own cloud kernel) or debug (ci/debug-kernel.sh: KASAN, "
+                     f"lockdep, kmemleak)")
+KERNEL, KERNEL_SERIES, MODULE_DIR = FLAVOURS[FLAVOUR]
 # NETBLK_KO and NETBLK_NETBLKCTL name others (tests/pkg: what the packages installed).
-NETBLK_KO = Path(os.environ.get("NETBLK_KO") or
-                 ROOT / ("build/debug-module/kmod" if FLAVOUR == "debug" else "kmod") / "netblk.ko")
+NETBLK_KO = Path(os.environ.get("NETBLK_KO") or MODULE_DIR / "netblk.ko")
 NETBLKCTL = Path(os.environ.get("NETBLK_NETBLKCTL") or ROOT / "tools" / "netblkctl" / "netblkctl")
 XDP_DISPATCHER = Path("/usr/lib/x86_64-linux-gnu/bpf/xdp-dispatcher.o")	# libxdp1's
 
@@ -113,7 +124,8 @@ DISK_SIZE = 512 << 20
 DISK_P1_SECTORS = (256 << 20) // 512
 DISK4K_SIZE = 64 << 20
 SERIALS = ("NETBLK0", "NETBLK1")
-MODULES = ["null_blk", "loop", "dm_mod"]
+# virtio_pci and virtio_console (the agents) are modules on 6.1, built in on 6.12.
+MODULES = ["virtio_pci", "virtio_console", "null_blk", "loop", "dm_mod"]
 # eth0's model: QEMU's virtio-net (virtio_net: no page_pool, a locked transmit
 # queue when it has fewer than CPUs) or VMware's vmxnet3 (vmxnet3: a page_pool
 # a receive queue, its own XDP code); NETBLK_NIC picks it for every guest.
@@ -202,7 +214,8 @@ def kernel_release() -> str:
         return rel.read_text().strip()
     rel = KERNEL / ".release"
     if not rel.exists():
-        subprocess.run([str(ROOT / "ci" / "fetch-kernel.sh")], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([str(ROOT / "ci" / "fetch-kernel.sh"), KERNEL_SERIES], check=True,
+                       stdout=subprocess.DEVNULL)
     return rel.read_text().strip()
 
 
@@ -214,7 +227,7 @@ def kernel_image() -> Path:
 
 def kernel_root() -> Path:
     """Where the kernel's lib/modules/<release> is."""
-    return (DEBUG_KERNEL if FLAVOUR == "debug" else KERNEL) / "root"
+    return KERNEL / "root"
 
 
 def kernel_has(module: str) -> bool:

@@ -202,10 +202,6 @@ static void netblk_host_limits(const struct netblk_attachment *att, struct queue
 	}
 	if (i->max_write_zeroes && !att->params.read_only)
 		lim->max_write_zeroes_sectors = i->max_write_zeroes >> SECTOR_SHIFT;
-	if (i->volatile_cache)
-		lim->features |= BLK_FEAT_WRITE_CACHE;
-	if (i->fua)
-		lim->features |= BLK_FEAT_FUA;
 }
 
 int netblk_host_disk_create(struct netblk_attachment *att, int major)
@@ -227,7 +223,7 @@ int netblk_host_disk_create(struct netblk_attachment *att, int major)
 		return err;
 
 	netblk_host_limits(att, &lim);
-	disk = blk_mq_alloc_disk(&att->tag_set, &lim, att);
+	disk = netblk_alloc_disk(&att->tag_set, &lim, att->info.volatile_cache, att->info.fua, att);
 	if (IS_ERR(disk)) {
 		err = PTR_ERR(disk);
 		goto free_tags;

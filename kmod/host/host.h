@@ -19,6 +19,7 @@
 
 #include <linux/blk-mq.h>
 #include <linux/hrtimer.h>
+#include <linux/if.h>		/* IFNAMSIZ */
 #include <linux/llist.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
@@ -26,6 +27,7 @@
 
 #include <net/netlink.h>
 
+#include "../shim/compat.h"
 #include "shim_api.h"	/* enum netblk_io_op */
 #include "host_api.h"
 #include "netblk_genl.h"

@@ -37,14 +37,14 @@ int netblk_disk_init(struct netblk_instance *inst)
 	 * submit_bio(); with it the bio comes back BLK_STS_AGAIN and the
 	 * worker goes on answering.  Only where the device supports it.
 	 */
-	inst->nowait = bdev_nowait(file_bdev(inst->bdev_file));
+	inst->nowait = bdev_nowait(inst->disk.bdev);
 	/*
 	 * With poll= and a device that has polled queues (NVMe with
 	 * nvme.poll_queues), the worker, which spins anyway, reaps
 	 * completions itself: no interrupt, no wakeup.
 	 */
 	inst->polled = inst->poll_us &&
-		       (bdev_get_queue(file_bdev(inst->bdev_file))->limits.features & BLK_FEAT_POLL);
+		       netblk_bdev_polled(inst->disk.bdev);
 	return 0;
 }
 
@@ -142,7 +142,7 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 		set_bit(slot, inst->polling);
 	}
 
-	bio_init(bio, file_bdev(inst->bdev_file), &io->bvec, 1, opf);
+	bio_init(bio, inst->disk.bdev, &io->bvec, 1, opf);
 	if (data) {
 		bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
 		/*

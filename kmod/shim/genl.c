@@ -15,7 +15,8 @@
 #define NETBLK_PUT_STATS	1u
 #define NETBLK_PUT_LATENCY	2u
 
-static const struct netlink_range_validation netblk_sessions_range = {
+/* Not const: 6.1's nla_policy points at it without (compat.h's kernels). */
+static struct netlink_range_validation netblk_sessions_range = {
 	.min = 1,
 	.max = NETBLK_SESSIONS_LIMIT,
 };

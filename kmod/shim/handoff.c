@@ -162,7 +162,7 @@ static void netblk_handoff_setup(struct net_device *dev)
 	dev->max_mtu = ETH_MAX_MTU;
 	dev->mtu = ETH_MAX_MTU;
 	/* Must be set before registration: the devmap sets up its bulk queue then. */
-	dev->xdp_features = NETDEV_XDP_ACT_NDO_XMIT | NETDEV_XDP_ACT_NDO_XMIT_SG;
+	netblk_set_xdp_xmit_features(dev);
 	/*
 	 * The instance's own: it stays in the initial namespace with its NIC,
 	 * and `ip link del` has no rtnl_link_ops to delete it by.  Taken down

@@ -191,18 +191,16 @@ static void netblk_bdev_error(const char *path, int err, bool read_only,
  */
 static int netblk_open_bdev(struct netblk_instance *inst, struct netlink_ext_ack *extack)
 {
-	blk_mode_t mode = BLK_OPEN_READ | (inst->read_only ? 0 : BLK_OPEN_WRITE);
 	struct block_device *bdev;
-	struct file *file;
+	int err;
 
-	file = bdev_file_open_by_path(inst->device, mode, inst->read_only ? NULL : inst,
-				      inst->read_only ? NULL : &netblk_holder_ops);
-	if (IS_ERR(file)) {
-		netblk_bdev_error(inst->device, PTR_ERR(file), inst->read_only, extack);
-		return PTR_ERR(file);
+	err = netblk_bdev_open(&inst->disk, inst->device, inst->read_only ? NULL : inst,
+			       NETBLK_HOLDER_OPS);
+	if (err) {
+		netblk_bdev_error(inst->device, err, inst->read_only, extack);
+		return err;
 	}
-	inst->bdev_file = file;
-	bdev = file_bdev(file);
+	bdev = inst->disk.bdev;
 	snprintf(inst->disk_name, sizeof(inst->disk_name), "%pg", bdev);
 	inst->size_bytes = bdev_nr_bytes(bdev);
 	inst->sector_size = bdev_logical_block_size(bdev);
@@ -211,10 +209,7 @@ static int netblk_open_bdev(struct netblk_instance *inst, struct netlink_ext_ack
 
 static void netblk_close_bdev(struct netblk_instance *inst)
 {
-	/* bdev_fput drops the exclusive claim now, not at the next task_work. */
-	if (inst->bdev_file)
-		bdev_fput(inst->bdev_file);
-	inst->bdev_file = NULL;
+	netblk_bdev_close(&inst->disk);
 }
 
 /* ---- the core ---- */
@@ -242,7 +237,7 @@ static u64 netblk_export_id(struct block_device *bdev)
 static int netblk_create_core(struct netblk_instance *inst, const struct netblk_start_params *p,
 			      struct netlink_ext_ack *extack)
 {
-	struct block_device *bdev = file_bdev(inst->bdev_file);
+	struct block_device *bdev = inst->disk.bdev;
 	struct netblk_core_config config = {
 		.size_bytes = inst->size_bytes,
 		.sector_size = inst->sector_size,

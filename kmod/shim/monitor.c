@@ -65,7 +65,7 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 						      char *msg, size_t size, bool *can_wait)
 {
 	struct net_device *nic = inst->nic, *adev = inst->addr_dev;
-	struct block_device *bdev = file_bdev(inst->bdev_file);
+	struct block_device *bdev = inst->disk.bdev;
 	u32 mtu = READ_ONCE(adev->mtu);
 	const char *feature;
 
@@ -210,6 +210,7 @@ static struct notifier_block netblk_inetaddr_notifier = {
 	.notifier_call = netblk_inetaddr_event,
 };
 
+#ifdef NETBLK_HAVE_HOLDER_OPS
 /*
  * A read-write instance's claim: the kernel tells the holder its disk is
  * gone.  Called with bd_holder_lock held, which the holder must release.
@@ -227,6 +228,7 @@ static void netblk_bdev_mark_dead(struct block_device *bdev, bool surprise)
 const struct blk_holder_ops netblk_holder_ops = {
 	.mark_dead = netblk_bdev_mark_dead,
 };
+#endif
 
 int netblk_monitor_init(void)
 {

@@ -10,6 +10,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/blkdev.h>
+#include <linux/bpf.h>		/* XDP_PACKET_HEADROOM */
 #include <linux/completion.h>
 #include <linux/cpumask.h>
 #include <linux/fs.h>
@@ -20,6 +21,7 @@
 #include <linux/types.h>
 #include <net/xdp.h>
 
+#include "compat.h"
 #include "core_api.h"
 #include "shim_api.h"
 #include "netblk_genl.h"
@@ -90,7 +92,7 @@ struct netblk_instance {
 	u32 sector_size;
 	u64 started_ns;			/* boottime */
 
-	struct file *bdev_file;
+	struct netblk_bdev disk;		/* the block device it serves (compat.h) */
 	char disk_name[BDEVNAME_SIZE];	/* as the kernel names it: nvme0n1p1 */
 	struct net_device *nic;		/* the NIC its XDP program runs on */
 	netdevice_tracker nic_tracker;
@@ -192,7 +194,12 @@ void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event ev
 			enum netblk_stop_reason reason, int err, const char *msg);
 
 /* monitor.c */
+#ifdef NETBLK_HAVE_HOLDER_OPS
 extern const struct blk_holder_ops netblk_holder_ops;
+#define NETBLK_HOLDER_OPS (&netblk_holder_ops)
+#else
+#define NETBLK_HOLDER_OPS NULL
+#endif
 int netblk_monitor_init(void);
 void netblk_monitor_exit(void);
 void netblk_monitor_kick(void);

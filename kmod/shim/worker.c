@@ -47,7 +47,7 @@ int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32
  */
 int netblk_buffers_init(struct netblk_instance *inst)
 {
-	struct block_device *bdev = file_bdev(inst->bdev_file);
+	struct block_device *bdev = inst->disk.bdev;
 	u32 slots = netblk_core_slots(inst->core), i;
 	u32 align = bdev_dma_alignment(bdev) + 1;
 	u32 headers = netblk_core_reply_headroom(inst->core);
