@@ -889,15 +889,6 @@ std::string stable_device_path(const std::string &path)
 	return path;
 }
 
-// The NIC's MTU now; 0 when it cannot be read.
-uint32_t nic_mtu(const std::string &ifname)
-{
-	std::string text;
-	if (!read_text_file("/sys/class/net/" + ifname + "/mtu", text))
-		return 0;
-	return parse_u32(text.substr(0, text.find('\n'))).value_or(0);
-}
-
 // The file's lines as commands: all of them parsed (key files read), or
 // the first thing wrong as "FILE:N: ...".
 struct config_entry {

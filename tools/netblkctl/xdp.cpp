@@ -355,6 +355,30 @@ std::string nic_xdp::adopt(const std::string &ifname, uint32_t prog_id)
 	       "and start again)";
 }
 
+uint32_t nic_mtu(const std::string &ifname)
+{
+	std::ifstream f("/sys/class/net/" + ifname + "/mtu");
+	uint32_t mtu = 0;
+
+	return f >> mtu ? mtu : 0;
+}
+
+// Why a driver with native XDP may still refuse the program: above what one
+// receive buffer holds (a page less XDP's room: about 3500 bytes on every
+// driver) it must run multi-buffer XDP too, which many drivers lack, and
+// virtio-net before Linux 6.3.
+static std::string attach_refusal_hint(const std::string &ifname, int err)
+{
+	const uint32_t single_buffer_mtu = 3494;	// vmxnet3's limit, the lowest seen
+	uint32_t mtu = nic_mtu(ifname);
+
+	if ((err == -EINVAL || err == -EOPNOTSUPP) && mtu > single_buffer_mtu)
+		return " (at mtu " + std::to_string(mtu) + " netblk needs a NIC driver that runs " +
+		       "multi-buffer XDP: lower " + ifname + "'s mtu to " +
+		       std::to_string(single_buffer_mtu) + " or less, or see docs/jumbo.md)";
+	return " (netblk needs a NIC driver with native XDP)";
+}
+
 // Adds the program to the NIC's dispatcher through libxdp (which creates
 // the dispatcher on a NIC that has none), in native mode.
 std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex)
@@ -376,8 +400,7 @@ std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex)
 	if (int err = xdp_program__attach(prog_, static_cast<int>(ifindex), XDP_MODE_NATIVE, 0)) {
 		std::string why = err == -EPERM || err == -EACCES
 					  ? errno_text(-err)
-					  : libxdp_error_text(-err) +
-						    " (netblk needs a NIC driver with native XDP)";
+					  : libxdp_error_text(-err) + attach_refusal_hint(ifname, err);
 		return "cannot attach the XDP program to " + ifname + " in native mode: " + why;
 	}
 	ports_fd_ = bpf_map__fd(skel_->maps.netblk_ports);

@@ -59,6 +59,9 @@ bool may_admin_net();
 // be removed, each in words.
 std::vector<std::string> xdp_release_unused(const std::vector<uint32_t> &in_use);
 
+// The NIC's MTU now; 0 when it cannot be read.
+uint32_t nic_mtu(const std::string &ifname);
+
 class nic_xdp {
 public:
 	nic_xdp();
