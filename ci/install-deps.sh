@@ -12,10 +12,16 @@ PKGS=(
 )
 
 [ $# -eq 0 ] || PKGS=("$@")
+# Installed for this machine's architecture (or for all): with multiarch a
+# -dev package may be installed for another one too (an arm64 cross build).
+native="$(dpkg --print-architecture)"
+installed() {
+	dpkg-query -W -f='${Architecture} ${db:Status-Status}\n' "$1" 2>/dev/null |
+		grep -qE "^($native|all) installed\$"
+}
 missing=()
 for p in "${PKGS[@]}"; do
-	st="$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)"
-	[ "$st" = installed ] || missing+=("$p")
+	installed "$p" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "deps: all present"
