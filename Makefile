@@ -30,7 +30,8 @@ CORE_SRCS := $(wildcard kmod/core/*.cpp)
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
-.PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest deps unit e2e check demo demo-exec install clean \
+.PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest \
+	kernel-arm64 module-arm64 netblkctl-arm64 deps unit e2e check demo demo-exec install clean \
 	install-module install-tools install-dkms-source man release deb check-pkg \
 	debug-kernel debug-module check-debug
 
@@ -58,6 +59,29 @@ $(addprefix kernel-,$(OTHER_KERNELS)): kernel-%:
 
 $(addprefix module-,$(OTHER_KERNELS)): module-%: kernel-%
 	$(call build_module_copy,$(CURDIR)/build/module-$*,$(CURDIR)/build/kernel-$*/root/usr/src/linux-headers-$$(cat build/kernel-$*/.release))
+
+# arm64, cross-built (crossbuild-essential-arm64 and the :arm64 libraries,
+# ci/install-deps.sh arm64): the module against Debian's arm64 6.12 cloud
+# kernel (NETBLK_ARCH=arm64 ci/fetch-kernel.sh, build/kernel-arm64) in
+# build/module-arm64, netblkctl as build/arm64/netblkctl.  The BPF object is
+# the same for both: BPF's own target, little-endian.
+CROSS_COMPILE_ARM64 ?= aarch64-linux-gnu-
+ARM64_KDIR = $(CURDIR)/build/kernel-arm64/root/usr/src/linux-headers-$$(cat build/kernel-arm64/.release)
+
+kernel-arm64:
+	NETBLK_ARCH=arm64 ci/fetch-kernel.sh >/dev/null
+
+module-arm64: kernel-arm64
+	$(call build_module_copy,$(CURDIR)/build/module-arm64,$(ARM64_KDIR),ARCH=arm64 CROSS_COMPILE=$(CROSS_COMPILE_ARM64))
+
+netblkctl-arm64: build/arm64/netblkctl
+
+build/arm64/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h kmod/uapi/netblk_version.h \
+		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
+		build/bpf/netblk.skel.h
+	@mkdir -p build/arm64
+	$(CROSS_COMPILE_ARM64)g++ $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf \
+		-o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
 
 netblkctl: tools/netblkctl/netblkctl
 
@@ -156,13 +180,14 @@ debug-kernel:
 
 # Kbuild before 6.13 has no separate output directory for an external
 # module: one for another kernel than the tree's is built in a copy of the
-# module's sources ($(1)), against the kbuild tree $(2).
+# module's sources ($(1)), against the kbuild tree $(2), with make's
+# arguments $(3) (a cross build's ARCH and CROSS_COMPILE).
 define build_module_copy
 	@mkdir -p $(1)/kmod
 	cp -p Kbuild $(1)/
 	tar -C kmod -cf - --exclude='*.o' --exclude='*.ko' --exclude='.*.cmd' --exclude='*.mod*' \
 		--exclude='*.symvers' --exclude='*.order' . | tar -C $(1)/kmod -xpf -
-	$(MAKE) -C $(2) M=$(1) modules
+	$(MAKE) -C $(2) M=$(1) $(3) modules
 endef
 
 debug-module: debug-kernel

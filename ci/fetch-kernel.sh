@@ -4,6 +4,7 @@
 # `apt-get download` + `dpkg -x` -- nothing is installed on the host.
 #
 #   ci/fetch-kernel.sh [6.12|6.1|newest]
+#   NETBLK_ARCH=arm64 ci/fetch-kernel.sh [6.12|6.1|newest]
 #
 #   6.12 (default)  Debian 12's 6.12 cloud kernel (bookworm-security), the test
 #                   guest's: build/kernel/
@@ -16,11 +17,27 @@
 # fall back to the newest of their series the registry has when the pinned
 # one is gone; newest is looked up on every call.
 #
+# NETBLK_ARCH=arm64 fetches the arm64 cloud kernel of the series instead,
+# into the same directory with -arm64 appended (build/kernel-arm64,
+# build/kernel-6.1-arm64, ...), to cross-build against (make module-arm64) and
+# boot in qemu-system-aarch64.  Its kbuild package is this host's (amd64): it
+# holds the host programs (fixdep, modpost) that run here, and nothing
+# arm64's own.  It needs `dpkg --add-architecture arm64` for apt to know the
+# arm64 packages.
+#
 # Prints the kernel release (e.g. 6.12.117+deb12-cloud-amd64) on stdout.
 set -euo pipefail
 
 series="${1:-6.12}"
+arch="${NETBLK_ARCH:-amd64}"
 top="$(cd "$(dirname "$0")/.." && pwd)"
+case "$arch" in
+amd64|arm64) ;;
+*)
+	echo "fetch-kernel: NETBLK_ARCH=$arch: amd64 (the default) or arm64" >&2
+	exit 2
+	;;
+esac
 case "$series" in
 6.12)
 	pin="6.12.117+deb12"
@@ -44,6 +61,7 @@ newest)
 	exit 2
 	;;
 esac
+[ "$arch" = amd64 ] || out="$out-$arch"
 abi="${NETBLK_KERNEL_ABI:-$pin}"
 headers_only=0
 
@@ -53,8 +71,8 @@ have_pkg() {
 
 # Every image has its headers package, and only those count for newest.
 newest_abi() {
-	apt-cache search --names-only "^linux-headers-$abi_re-cloud-amd64\$" |
-		sed -E "s/^linux-headers-($abi_re)-cloud-amd64 .*/\\1/" |
+	apt-cache search --names-only "^linux-headers-$abi_re-cloud-$arch\$" |
+		sed -E "s/^linux-headers-($abi_re)-cloud-$arch .*/\\1/" |
 		sort -V | tail -n 1
 }
 
@@ -72,7 +90,7 @@ if [ "$series" = newest ]; then
 	abi="$(newest_abi)"
 	[ -n "$abi" ] || { echo "fetch-kernel: no cloud kernel headers in the registry" >&2; exit 1; }
 	headers_only=1
-	if [ "$(cat "$out/.release" 2>/dev/null)" = "$abi-cloud-amd64" ]; then
+	if [ "$(cat "$out/.release" 2>/dev/null)" = "$abi-cloud-$arch" ]; then
 		cat "$out/.release"
 		exit 0
 	fi
@@ -82,16 +100,16 @@ if [ -f "$out/.release" ]; then
 	cat "$out/.release"
 	exit 0
 fi
-if ! have_pkg "linux-headers-$abi-cloud-amd64"; then
+if ! have_pkg "linux-headers-$abi-cloud-$arch"; then
 	apt-get update -qq >&2 || true
 fi
-if ! have_pkg "linux-headers-$abi-cloud-amd64"; then
+if ! have_pkg "linux-headers-$abi-cloud-$arch"; then
 	wanted="$abi"
 	abi="$(newest_abi)"
-	[ -n "$abi" ] || { echo "fetch-kernel: no $series cloud kernel (linux-image-*-cloud-amd64-unsigned) in the registry" >&2; exit 1; }
+	[ -n "$abi" ] || { echo "fetch-kernel: no $series cloud kernel (linux-image-*-cloud-$arch-unsigned) in the registry" >&2; exit 1; }
 	echo "fetch-kernel: $wanted is gone, using $abi" >&2
 fi
-release="$abi-cloud-amd64"
+release="$abi-cloud-$arch"
 tmp="$out.tmp"
 rm -rf "$tmp"
 mkdir -p "$tmp/debs" "$tmp/root"
