@@ -65,6 +65,14 @@ Kernel checks (checks=True, what the tests use): the kernel boots with
   or soft lockup -- and kernel_trouble() finds what the kernel reported.  The
   benchmark and the demo boot without them: they cost CPU.
 
+Architecture: NETBLK_ARCH=arm64 boots Debian's arm64 6.12 cloud kernel
+  (build/kernel-arm64, `NETBLK_ARCH=arm64 ci/fetch-kernel.sh`) in
+  qemu-system-aarch64 (virt machine, TCG, console ttyAMA0), with the
+  cross-built netblk.ko (build/module-arm64, `make module-arm64`) and
+  netblkctl (build/arm64/netblkctl, `make netblkctl-arm64`); busybox and any
+  other arm64 program come from build/sysroot-arm64 (ci/fetch-sysroot.sh).
+  The devices are the same.
+
 CLI:  ci/guest.py build                      build initramfs and disk images
       ci/guest.py run [-f G|H:G]... 'CMD'    boot, run CMD, print, shut down
 """
@@ -102,6 +110,16 @@ FLAVOURS = {
 }
 FLAVOUR = os.environ.get("NETBLK_KERNEL", "cloud")
 FLAVOUR = "cloud" if FLAVOUR == "6.12" else FLAVOUR
+# NETBLK_ARCH: the guest's architecture, amd64 or arm64 (the 6.12 cloud
+# kernel only, cross-built netblk.ko and netblkctl).
+ARCH = os.environ.get("NETBLK_ARCH", "amd64")
+if ARCH not in initramfs.ARCHES:
+    raise SystemExit(f"NETBLK_ARCH={ARCH!r}: one of {', '.join(initramfs.ARCHES)}")
+if ARCH == "arm64":
+    if FLAVOUR != "cloud":
+        raise SystemExit(f"NETBLK_ARCH=arm64: only the 6.12 cloud kernel, not NETBLK_KERNEL={FLAVOUR}")
+    FLAVOURS["cloud"] = (ROOT / "build" / "kernel-arm64", "6.12", ROOT / "build" / "module-arm64" / "kmod")
+TRIPLET = initramfs.ARCHES[ARCH][0]
 if FLAVOUR not in FLAVOURS:
     raise SystemExit(f"NETBLK_KERNEL={FLAVOUR!r}: cloud or 6.12 (Debian's 6.12 cloud kernel), "
                      f"6.1 (Debian 12's own cloud kernel) or debug (ci/debug-kernel.sh: KASAN, "
@@ -109,8 +127,10 @@ if FLAVOUR not in FLAVOURS:
 KERNEL, KERNEL_SERIES, MODULE_DIR = FLAVOURS[FLAVOUR]
 # NETBLK_KO and NETBLK_NETBLKCTL name others (tests/pkg: what the packages installed).
 NETBLK_KO = Path(os.environ.get("NETBLK_KO") or MODULE_DIR / "netblk.ko")
-NETBLKCTL = Path(os.environ.get("NETBLK_NETBLKCTL") or ROOT / "tools" / "netblkctl" / "netblkctl")
-XDP_DISPATCHER = Path("/usr/lib/x86_64-linux-gnu/bpf/xdp-dispatcher.o")	# libxdp1's
+NETBLKCTL = Path(os.environ.get("NETBLK_NETBLKCTL") or
+                 (ROOT / "build" / "arm64" / "netblkctl" if ARCH == "arm64"
+                  else ROOT / "tools" / "netblkctl" / "netblkctl"))
+XDP_DISPATCHER = Path(f"/usr/lib/{TRIPLET}/bpf/xdp-dispatcher.o")	# libxdp1's (:arm64 for arm64)
 
 # A Unix socket's path must fit sun_path (108 bytes): from a deep checkout the
 # agent sockets go to a short directory of this checkout's own under /tmp.
@@ -333,7 +353,7 @@ def build_initramfs(extra_files: dict | None = None, extra_programs: dict | None
                            programs=programs, files=files,
                            env={"BENCH_WAIT_DEVS": waits, "BENCH_RELEASE": rel,
                                 "BENCH_NVME": " ".join(SERIALS), "BENCH_NIC_DRIVER": driver},
-                           log=log)
+                           log=log, arch=ARCH)
 
 
 # --------------------------------------------------------------------------
@@ -513,9 +533,15 @@ class Guest:
         nic = f"{NIC_MODELS[self.nic][0]},netdev=n0,mac=52:54:00:12:34:56"
         if self.nic_mtu:
             nic += f",host_mtu={self.nic_mtu}"
-        append = f"console=ttyS0 panic=-1 loglevel=5 mitigations=off {FLAVOUR_CMDLINE} {self.cmdline}"
+        console = "ttyAMA0" if ARCH == "arm64" else "ttyS0"
+        append = f"console={console} panic=-1 loglevel=5 mitigations=off {FLAVOUR_CMDLINE} {self.cmdline}"
+        # arm64: QEMU's virt board (PCIe, a PL011 console); -cpu max with
+        # QEMU's own pointer-authentication hash, not the architected QARMA
+        # (costly under TCG, and the kernel is built with pac-ret).
+        machine = (["qemu-system-aarch64", "-M", "virt", "-cpu", "max,pauth-impdef=on"]
+                   if ARCH == "arm64" else ["qemu-system-x86_64", "-cpu", "max"])
         return [
-            "qemu-system-x86_64", "-accel", f"tcg,thread={TCG_THREADS}", "-cpu", "max",
+            machine[0], *machine[1:-2], "-accel", f"tcg,thread={TCG_THREADS}", *machine[-2:],
             "-smp", str(self.smp), "-m", str(self.memory),
             "-nodefaults", "-display", "none", "-no-reboot", "-no-user-config",
             "-kernel", str(kernel), "-initrd", str(initrd), "-append", append.strip(),

@@ -15,6 +15,13 @@ Contents:
   /lib/modules/$REL/extra/netblk.ko         if given
   /usr/bin/nbudp, /usr/bin/nbraw             static UDP and raw-frame helpers (ci/guest-files/*.c)
   any extra files; dynamic ELF programs bring their `ldd` closure and loader.
+
+arch="arm64" builds one for an arm64 guest from arm64 programs (cross-built,
+or Debian's arm64 packages unpacked in build/sysroot-arm64 by
+ci/fetch-sysroot.sh): busybox from the sysroot, the helpers compiled with
+aarch64-linux-gnu-gcc, and the libraries found by the programs' DT_NEEDED
+(readelf; ldd cannot run a foreign loader) in the sysroot, then in this
+host's /usr/lib/aarch64-linux-gnu (the :arm64 -dev packages' libraries).
 """
 
 from __future__ import annotations
@@ -28,8 +35,17 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-FORMAT_VERSION = "5"  # bump to invalidate every cached archive
+FORMAT_VERSION = "6"  # bump to invalidate every cached archive
 GUEST_FILES = Path(__file__).resolve().parent / "guest-files"
+ROOT = Path(__file__).resolve().parent.parent
+# A guest architecture: its multiarch triplet and the C compiler for the
+# static helpers (CC overrides amd64's).
+ARCHES = {"amd64": ("x86_64-linux-gnu", None), "arm64": ("aarch64-linux-gnu", "aarch64-linux-gnu-gcc")}
+
+
+def sysroot(arch: str) -> Path:
+    """Where ci/fetch-sysroot.sh unpacks @arch's programs and libraries."""
+    return ROOT / "build" / f"sysroot-{arch}"
 
 
 # --------------------------------------------------------------------------
@@ -137,9 +153,11 @@ def module_closure(moddir: Path, wanted: list[str], extra_kos: list[Path]) -> li
 # --------------------------------------------------------------------------
 # ELF programs and their libraries
 # --------------------------------------------------------------------------
-def ldd_closure(prog: Path) -> list[str]:
-    """Absolute paths of the shared objects (loader included) prog needs;
-    [] for a static program."""
+def ldd_closure(prog: Path, arch: str = "amd64") -> list[tuple[str, Path]]:
+    """(guest path, host path) of the shared objects (loader included) prog
+    needs; [] for a static program."""
+    if arch != "amd64":
+        return elf_closure(prog, arch)
     r = subprocess.run(["ldd", str(prog)], capture_output=True, text=True)
     if r.returncode != 0 or "not a dynamic executable" in (r.stdout + r.stderr):
         return []
@@ -153,7 +171,57 @@ def ldd_closure(prog: Path) -> list[str]:
             libs.append(target)
         elif line.startswith("/"):
             libs.append(line.split(" (", 1)[0])
-    return libs
+    return [(lib, Path(lib)) for lib in libs]
+
+
+def _readelf(prog: Path, what: str) -> str:
+    return subprocess.run(["readelf", what, "-W", str(prog)], check=True, capture_output=True,
+                          text=True).stdout
+
+
+def elf_closure(prog: Path, arch: str) -> list[tuple[str, Path]]:
+    """ldd_closure for a program of another architecture, from its DT_NEEDED
+    and PT_INTERP: each library looked up in the sysroot, then on this host,
+    in the places the guest's loader looks."""
+    triplet = ARCHES[arch][0]
+    dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib"]
+    roots = [sysroot(arch), Path("/")]
+
+    def find(guest: str) -> Path | None:
+        for r in roots:
+            p = r / guest.lstrip("/")
+            if p.exists():
+                return p
+        return None
+
+    interp = [l.split(":", 1)[1].strip(" ]") for l in _readelf(prog, "-l").splitlines()
+              if "Requesting program interpreter" in l]
+    if not interp:
+        return []
+    out: dict[str, Path] = {}
+    host = find(interp[0])
+    if host is None:
+        raise FileNotFoundError(f"{prog}: no loader {interp[0]} in {sysroot(arch)} nor on this host")
+    out[interp[0]] = host
+    todo = [prog]
+    seen: set[str] = set()
+    while todo:
+        needed = [l.split("[", 1)[1].rstrip("]") for l in _readelf(todo.pop(), "-d").splitlines()
+                  if "(NEEDED)" in l]
+        for name in needed:
+            if name in seen:
+                continue
+            seen.add(name)
+            for d in dirs:
+                host = find(f"{d}/{name}")
+                if host:
+                    out[f"{d}/{name}"] = host
+                    todo.append(host)
+                    break
+            else:
+                raise FileNotFoundError(f"{prog}: {name} not found (ci/fetch-sysroot.sh fetches "
+                                        f"a package's libraries into {sysroot(arch)})")
+    return sorted(out.items())
 
 
 def _file_sig(p: Path) -> str:
@@ -167,35 +235,42 @@ def _file_sig(p: Path) -> str:
 def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
           netblk_ko: Path | None = None, programs: dict[str, Path] | None = None,
           files: dict[str, Path | bytes] | None = None, env: dict[str, str] | None = None,
-          log=print) -> Path:
+          log=print, arch: str = "amd64") -> Path:
     """Return the path of an initramfs with all of the above, building it if
     no cached archive matches.
 
     programs: guest path -> host ELF program (its ldd closure comes along)
     files:    guest path -> host path or bytes (copied as is, mode kept)
     env:      written to /etc/bench.env (sourced by /init)
+    arch:     the guest's architecture (ARCHES)
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     moddir = kernel_root / "lib" / "modules" / release
     programs = dict(programs or {})
     files = dict(files or {})
-    busybox = Path(shutil.which("busybox") or "/bin/busybox")
-    if ldd_closure(busybox):
+    if arch == "amd64":
+        busybox = Path(shutil.which("busybox") or "/bin/busybox")
+    else:
+        busybox = sysroot(arch) / "bin" / "busybox"
+        if not busybox.exists():
+            raise RuntimeError(f"no {busybox}: run NETBLK_ARCH={arch} ci/fetch-sysroot.sh")
+    if ldd_closure(busybox, arch):
         raise RuntimeError(f"{busybox} is dynamic: install busybox-static")
+    cc = ARCHES[arch][1] or os.environ.get("CC", "cc")
 
     env_text = "".join(f"{k}='{v}'\n" for k, v in sorted((env or {}).items()))
 
     mods = module_closure(moddir, modules, [netblk_ko] if netblk_ko else [])
     h = hashlib.sha256()
-    h.update(f"v{FORMAT_VERSION} {release}\n{env_text}".encode())
+    h.update(f"v{FORMAT_VERSION} {arch} {release}\n{env_text}".encode())
     for p in [Path(__file__).resolve(), busybox, *sorted(GUEST_FILES.iterdir()), *mods]:
         h.update(_file_sig(p).encode() + b"\n")
     if netblk_ko:
         h.update(b"ko " + _file_sig(netblk_ko).encode() + b"\n")
     for gp, hp in sorted(programs.items()):
         h.update(f"prog {gp} {_file_sig(hp)}\n".encode())
-        for lib in ldd_closure(hp):
-            h.update(f"lib {_file_sig(Path(lib))}\n".encode())
+        for _, lib in ldd_closure(hp, arch):
+            h.update(f"lib {_file_sig(lib)}\n".encode())
     for gp, src in sorted(files.items()):
         if isinstance(src, (bytes, bytearray)):
             h.update(f"data {gp} ".encode() + hashlib.sha256(src).hexdigest().encode() + b"\n")
@@ -235,7 +310,6 @@ def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
         put("/etc/group", b"root:x:0:\nnogroup:x:65534:\n")
 
         # the static helpers: nbudp (UDP), nbraw (raw Ethernet frames)
-        cc = os.environ.get("CC", "cc")
         for src in sorted(GUEST_FILES.glob("*.c")):
             subprocess.run([cc, "-static", "-Os", "-Wall", "-Werror", "-o",
                             str(st / "usr/bin" / src.stem), str(src)], check=True)
@@ -263,8 +337,8 @@ def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
         # programs and their libraries
         for gp, hp in programs.items():
             put(gp, hp, 0o755)
-            for lib in ldd_closure(hp):
-                put(lib, Path(lib), 0o755)
+            for glib, lib in ldd_closure(hp, arch):
+                put(glib, lib, 0o755)
         for gp, src in files.items():
             put(gp, src if isinstance(src, (bytes, bytearray)) else Path(src))
 
