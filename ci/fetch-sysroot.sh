@@ -25,7 +25,7 @@ deps_of() {	# the lib* packages $1 depends on, one a line
 	apt-cache depends --no-recommends --no-suggests --no-conflicts --no-breaks \
 		--no-replaces --no-enhances "$1:$arch" 2>/dev/null |
 		sed -nE 's/^ *\|?(Pre)?Depends: ([a-z0-9][a-z0-9.+-]*)(:'"$arch"')?$/\2/p' |
-		grep '^lib' || true
+		grep -E '^(lib|zlib)' || true
 }
 
 todo=(busybox-static "$@")
@@ -51,5 +51,9 @@ if [ "${#fetch[@]}" -gt 0 ]; then
 		touch "$out/.have/${p%%_*}"
 	done
 	rm -f "$out"/.debs/*.deb
+	# /sbin/ip -> /bin/ip would name this host's (amd64) file: relative
+	find "$out" -type l -lname '/*' | while read -r l; do
+		ln -sfnr "$out$(readlink "$l")" "$l"
+	done
 fi
 echo "$out"

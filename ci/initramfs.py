@@ -180,9 +180,9 @@ def _readelf(prog: Path, what: str) -> str:
 
 
 def elf_closure(prog: Path, arch: str) -> list[tuple[str, Path]]:
-    """ldd_closure for a program of another architecture, from its DT_NEEDED
-    and PT_INTERP: each library looked up in the sysroot, then on this host,
-    in the places the guest's loader looks."""
+    """ldd_closure for a program of another architecture, from its DT_NEEDED,
+    RUNPATH and PT_INTERP: each library looked up where the guest's loader
+    looks, in the sysroot, then on this host."""
     triplet = ARCHES[arch][0]
     dirs = [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib"]
     roots = [sysroot(arch), Path("/")]
@@ -206,15 +206,18 @@ def elf_closure(prog: Path, arch: str) -> list[tuple[str, Path]]:
     todo = [prog]
     seen: set[str] = set()
     while todo:
-        needed = [l.split("[", 1)[1].rstrip("]") for l in _readelf(todo.pop(), "-d").splitlines()
-                  if "(NEEDED)" in l]
+        dyn = _readelf(todo.pop(), "-d").splitlines()
+        needed = [l.split("[", 1)[1].rstrip("]") for l in dyn if "(NEEDED)" in l]
+        # RUNPATH (librados: /usr/lib/<triplet>/ceph), absolute ones only
+        runpath = [d for l in dyn if "(RUNPATH)" in l or "(RPATH)" in l
+                   for d in l.split("[", 1)[1].rstrip("]").split(":") if d.startswith("/")]
         for name in needed:
             if name in seen:
                 continue
             seen.add(name)
-            for d in dirs:
-                host = find(f"{d}/{name}")
-                if host:
+            for r, d in ((r, d) for r in roots for d in runpath + dirs):
+                host = r / d.lstrip("/") / name
+                if host.exists():
                     out[f"{d}/{name}"] = host
                     todo.append(host)
                     break

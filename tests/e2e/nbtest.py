@@ -12,12 +12,22 @@ from pathlib import Path
 
 import pytest
 
+from guest import ARCH, TRIPLET  # noqa: F401 (TRIPLET: the test modules')
+from initramfs import sysroot
+
 
 def host_elf(*names: str) -> Path | None:
-    """A host ELF program (not a script or busybox link) to copy into the guest."""
+    """A host ELF program (not a script or busybox link) to copy into the
+    guest; for an arm64 guest (NETBLK_ARCH) the arm64 one in
+    build/sysroot-arm64 (ci/fetch-sysroot.sh), if it is there."""
     for name in names:
-        p = shutil.which(name) or next((str(d / name) for d in (Path("/usr/sbin"), Path("/sbin"))
-                                        if (d / name).exists()), None)
+        if ARCH != "amd64":
+            root = sysroot(ARCH)
+            p = shutil.which(name, path=":".join(str(root / d) for d in ("usr/sbin", "usr/bin",
+                                                                         "sbin", "bin")))
+        else:
+            p = shutil.which(name) or next((str(d / name) for d in (Path("/usr/sbin"), Path("/sbin"))
+                                            if (d / name).exists()), None)
         if not p:
             continue
         p = Path(p).resolve()
@@ -28,6 +38,12 @@ def host_elf(*names: str) -> Path | None:
         except OSError:
             continue
     return None
+
+
+def arch_file(path: str) -> Path:
+    """Where this host has the guest's @path (a file of an :arch package, e.g.
+    under /usr/lib/<triplet>): here for amd64, in the sysroot for arm64."""
+    return Path(path) if ARCH == "amd64" else sysroot(ARCH) / path.lstrip("/")
 
 
 def ctl(g, *args, timeout=60):

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client"))
 
 from guest import kernel_trouble  # noqa: E402
-from nbtest import host_elf, leaked  # noqa: E402
+from nbtest import TRIPLET, arch_file, host_elf, leaked  # noqa: E402
 from netblk import (  # noqa: E402
     FLAG_FUA, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_TRIM, INFO_VOLATILE_CACHE,
     INFO_WRITE_ZEROES, MAGIC, OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
@@ -61,11 +61,11 @@ if _BPFTOOL:
 # Another program to share the NIC with: xdp-filter's allow-all program
 # (Debian's xdp-tools), loaded through libxdp's dispatcher by xdp-loader.
 _XDP_LOADER = host_elf("xdp-loader")
-_OTHER_XDP = Path("/usr/lib/x86_64-linux-gnu/bpf/xdpfilt_alw_all.o")
+_OTHER_XDP = Path(f"/usr/lib/{TRIPLET}/bpf/xdpfilt_alw_all.o")
 _FILES = {}
-if _XDP_LOADER and _OTHER_XDP.exists():
+if _XDP_LOADER and arch_file(str(_OTHER_XDP)).exists():
     _PROGRAMS["/usr/sbin/xdp-loader"] = _XDP_LOADER
-    _FILES[str(_OTHER_XDP)] = _OTHER_XDP
+    _FILES[str(_OTHER_XDP)] = arch_file(str(_OTHER_XDP))
 GUEST_OPTIONS = {"extra_programs": _PROGRAMS, "extra_files": _FILES}
 
 
