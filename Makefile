@@ -31,7 +31,7 @@ UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
 .PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest \
-	kernel-arm64 module-arm64 netblkctl-arm64 deps unit e2e check demo demo-exec install clean \
+	kernel-arm64 module-arm64 netblkctl-arm64 load-arm64 deps unit e2e check demo demo-exec install clean \
 	install-module install-tools install-dkms-source man release deb check-pkg \
 	debug-kernel debug-module check-debug
 
@@ -82,6 +82,17 @@ build/arm64/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/ua
 	@mkdir -p build/arm64
 	$(CROSS_COMPILE_ARM64)g++ $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf \
 		-o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
+
+# the load generator, for the arm64 guest's test_link
+load-arm64: build/arm64/netblk-load
+
+build/arm64/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
+		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h \
+		kmod/core/rto.cpp kmod/core/rto.h tools/netblkctl/key_text.cpp tools/netblkctl/key_text.h
+	@mkdir -p build/arm64
+	$(CROSS_COMPILE_ARM64)g++ $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl -o $@ \
+		tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
+		kmod/core/rto.cpp tools/netblkctl/key_text.cpp
 
 netblkctl: tools/netblkctl/netblkctl
 

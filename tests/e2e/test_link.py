@@ -17,17 +17,27 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 
-from guest import (Guest, GuestError, free_udp_port, kernel_has, kernel_trouble, link_args,  # noqa: E402
-                   multibuffer_xdp)
+from guest import (ARCH, Guest, GuestError, free_udp_port, kernel_has, kernel_trouble,  # noqa: E402
+                   link_args, multibuffer_xdp)
+from nbtest import host_elf  # noqa: E402
 
-LOAD = ROOT / "tools" / "netblk-load" / "netblk-load"
+LOAD = (ROOT / "build" / "arm64" / "netblk-load" if ARCH == "arm64"
+        else ROOT / "tools" / "netblk-load" / "netblk-load")
+
+
+def prog(path: str) -> Path:
+    """This host's @path, or on an arm64 guest the arm64 program of that name
+    (build/sysroot-arm64)."""
+    return Path(path) if ARCH == "amd64" else (host_elf(Path(path).name) or Path(path))
+
+
 SERVER_END, CLIENT_END = free_udp_port(), free_udp_port()
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
 TC = "/usr/sbin/tc.iproute2"  # iproute2's: busybox's tc has no netem or filters
 # dmsetup (installed by ci/install-deps.sh): a device that grows behind a restart
 GUEST_OPTIONS = {"qemu_args": link_args(SERVER_END, CLIENT_END, "52:54:00:09:00:01"),
-                 "extra_programs": {"/usr/sbin/dmsetup": Path("/usr/sbin/dmsetup")}}
+                 "extra_programs": {"/usr/sbin/dmsetup": prog("/usr/sbin/dmsetup")}}
 # what the client host's tests use; built in on the debug kernel (ci/debug-kernel.config)
 NETEM_MODULES = ["sch_netem", "sch_ingress", "ifb", "act_mirred", "cls_matchall"]
 CLIENT_MODULES = ["ext4", "crc32c_generic", "raid1"] + NETEM_MODULES
@@ -49,12 +59,13 @@ def link_up(g: Guest, ip: str) -> None:
 @pytest.fixture(scope="module")
 def client_host():
     if not LOAD.exists():
-        pytest.fail(f"not built: {LOAD.relative_to(ROOT)} -- run `make load`", pytrace=False)
+        pytest.fail(f"not built: {LOAD.relative_to(ROOT)} -- run `make load` "
+                    f"(arm64: `make load-arm64`)", pytrace=False)
     g = Guest("link-client", qemu_args=link_args(CLIENT_END, SERVER_END, "52:54:00:09:00:02"),
-              extra_programs={"/usr/bin/netblk-load": LOAD, "/sbin/mkfs.ext4": Path("/usr/sbin/mkfs.ext4"),
-                              "/sbin/e2fsck": Path("/usr/sbin/e2fsck"),
-                              "/usr/bin/fio": Path("/usr/bin/fio"),
-                              TC: Path("/sbin/tc"), "/sbin/mdadm": Path("/usr/sbin/mdadm")},
+              extra_programs={"/usr/bin/netblk-load": LOAD, "/sbin/mkfs.ext4": prog("/usr/sbin/mkfs.ext4"),
+                              "/sbin/e2fsck": prog("/usr/sbin/e2fsck"),
+                              "/usr/bin/fio": prog("/usr/bin/fio"),
+                              TC: prog("/sbin/tc"), "/sbin/mdadm": prog("/usr/sbin/mdadm")},
               modules=[m for m in CLIENT_MODULES if kernel_has(m)])
     try:
         g.start()

@@ -6,7 +6,6 @@ program away."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -19,11 +18,12 @@ sys.path.insert(0, str(ROOT / "ci"))
 
 import netblk as nbc  # noqa: E402
 from guest import NIC, NIC_MODELS, free_udp_port  # noqa: E402
+from nbtest import host_elf  # noqa: E402
 
 ETH1_HOST_PORT = free_udp_port()
 ETH1_PORT = 7100
 GUEST_FORWARDS = [7000, 7001]
-_BPFTOOL = shutil.which("bpftool")
+_BPFTOOL = host_elf("bpftool")  # the guest architecture's (nbtest)
 GUEST_OPTIONS = {
     "qemu_args": ["-netdev", f"user,id=n1,net=10.0.3.0/24,hostfwd=udp:127.0.0.1:"
                              f"{ETH1_HOST_PORT}-:{ETH1_PORT}",
