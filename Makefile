@@ -31,7 +31,7 @@ UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
 .PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest \
-	kernel-arm64 module-arm64 netblkctl-arm64 load-arm64 deps unit e2e check demo demo-exec install clean \
+	deps-arm64 kernel-arm64 module-arm64 netblkctl-arm64 load-arm64 e2e-arm64 deps unit e2e check demo demo-exec install clean \
 	install-module install-tools install-dkms-source man release deb check-pkg \
 	debug-kernel debug-module check-debug
 
@@ -60,13 +60,19 @@ $(addprefix kernel-,$(OTHER_KERNELS)): kernel-%:
 $(addprefix module-,$(OTHER_KERNELS)): module-%: kernel-%
 	$(call build_module_copy,$(CURDIR)/build/module-$*,$(CURDIR)/build/kernel-$*/root/usr/src/linux-headers-$$(cat build/kernel-$*/.release))
 
-# arm64, cross-built (crossbuild-essential-arm64 and the :arm64 libraries,
-# ci/install-deps.sh arm64): the module against Debian's arm64 6.12 cloud
+# arm64, cross-built (the cross compilers and the :arm64 libraries: make
+# deps-arm64): the module against Debian's arm64 6.12 cloud
 # kernel (NETBLK_ARCH=arm64 ci/fetch-kernel.sh, build/kernel-arm64) in
 # build/module-arm64, netblkctl as build/arm64/netblkctl.  The BPF object is
 # the same for both: BPF's own target, little-endian.
 CROSS_COMPILE_ARM64 ?= aarch64-linux-gnu-
 ARM64_KDIR = $(CURDIR)/build/kernel-arm64/root/usr/src/linux-headers-$$(cat build/kernel-arm64/.release)
+
+ARM64_PKGS := gcc-aarch64-linux-gnu g++-aarch64-linux-gnu qemu-system-arm \
+	libmnl-dev:arm64 libbpf-dev:arm64 libxdp-dev:arm64 libmicrohttpd-dev:arm64
+
+deps-arm64:
+	ci/install-deps.sh $(ARM64_PKGS)
 
 kernel-arm64:
 	NETBLK_ARCH=arm64 ci/fetch-kernel.sh >/dev/null
@@ -159,6 +165,15 @@ e2e: $(E2E_MODULES) netblkctl load
 		echo "== e2e on $(k), $$nic"; \
 		NETBLK_KERNEL=$(k) NETBLK_NIC=$$nic $(PYTHON) -m pytest -v tests/e2e; \
 	done;)
+
+# The e2e suite on the arm64 guest (NETBLK_ARCH=arm64, ci/guest.py): the
+# cross-built module and tools, and the guest's arm64 programs from Debian's
+# packages (ci/fetch-sysroot.sh, build/sysroot-arm64), virtio-net only.
+ARM64_GUEST_PKGS := iproute2 bpftool xdp-tools ethtool dmsetup e2fsprogs fio mdadm
+
+e2e-arm64: deps-arm64 module-arm64 netblkctl-arm64 load-arm64
+	NETBLK_ARCH=arm64 ci/fetch-sysroot.sh $(ARM64_GUEST_PKGS) >/dev/null
+	NETBLK_ARCH=arm64 NETBLK_NIC=virtio $(PYTHON) -m pytest -v tests/e2e
 
 # The newest kernel the registry has is only compiled for: upstream's
 # changes break the build here before they reach a user.

@@ -32,6 +32,15 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo -n"
 echo "deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
+# A package of another architecture (libbpf-dev:arm64): dpkg must know it.
+for p in "${missing[@]}"; do
+	case "$p" in
+	*:*)
+		dpkg --print-foreign-architectures | grep -qx "${p##*:}" ||
+			$SUDO dpkg --add-architecture "${p##*:}"
+		;;
+	esac
+done
 $SUDO apt-get update -q </dev/null
 # prometheus is here for promtool only: a policy-rc.d that says no (unless
 # one is there already) keeps its postinst from starting a server.
