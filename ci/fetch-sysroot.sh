@@ -28,6 +28,13 @@ deps_of() {	# the lib* packages $1 depends on, one a line
 		grep -E '^(lib|zlib)' || true
 }
 
+# Resolving the libraries asks apt-cache once a package (minutes): not again
+# for the same request.
+request="$(printf '%s\n' busybox-static "$@" | sort -u)"
+if [ "$(cat "$out/.request" 2>/dev/null)" = "$request" ]; then
+	echo "$out"
+	exit 0
+fi
 todo=(busybox-static "$@")
 declare -A seen=()
 want=()
@@ -56,4 +63,5 @@ if [ "${#fetch[@]}" -gt 0 ]; then
 		ln -sfnr "$out$(readlink "$l")" "$l"
 	done
 fi
+echo "$request" >"$out/.request"
 echo "$out"
