@@ -149,8 +149,9 @@ struct netblk_bdev {
 #endif
 
 /*
- * Opens @path for reading, and writing with @holder's exclusive claim when
- * @holder is given.  Returns 0 or a negative errno.
+ * Opens @path for reading, and writing with @holder's exclusive claim (and
+ * @ops, which only a holder has) when @holder is given.  Returns 0 or a
+ * negative errno.
  */
 static inline int netblk_bdev_open(struct netblk_bdev *b, const char *path, void *holder,
 				   const struct blk_holder_ops *ops)
@@ -165,7 +166,7 @@ static inline int netblk_bdev_open(struct netblk_bdev *b, const char *path, void
 	b->bdev = bdev;
 #else
 	blk_mode_t mode = BLK_OPEN_READ | (holder ? BLK_OPEN_WRITE : 0);
-	struct file *file = bdev_file_open_by_path(path, mode, holder, ops);
+	struct file *file = bdev_file_open_by_path(path, mode, holder, holder ? ops : NULL);
 
 	if (IS_ERR(file))
 		return PTR_ERR(file);
