@@ -12,12 +12,16 @@ PKGS=(
 )
 
 [ $# -eq 0 ] || PKGS=("$@")
-# Installed for this machine's architecture (or for all): with multiarch a
-# -dev package may be installed for another one too (an arm64 cross build).
+# Installed for the architecture it names (libbpf-dev:arm64), else for this
+# machine's (or for all): with multiarch a -dev package may be installed for
+# another one too (an arm64 cross build).
 native="$(dpkg --print-architecture)"
 installed() {
+	local want="$native|all"
+
+	case "$1" in *:*) want="${1##*:}" ;; esac
 	dpkg-query -W -f='${Architecture} ${db:Status-Status}\n' "$1" 2>/dev/null |
-		grep -qE "^($native|all) installed\$"
+		grep -qE "^($want) installed\$"
 }
 missing=()
 for p in "${PKGS[@]}"; do
