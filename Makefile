@@ -30,6 +30,21 @@ CORE_SRCS := $(wildcard kmod/core/*.cpp)
 UNIT_SRCS := $(wildcard tests/unit/*.cpp)
 NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 
+# netblkctl and the load generator, built natively and for arm64 alike.
+# kmod/core/histogram.cpp: netblkctl reads percentiles with the core's code.
+NETBLKCTL_PREREQS := $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h \
+	kmod/uapi/netblk_version.h kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h \
+	kmod/core/core_api.h build/bpf/netblk.skel.h
+NETBLKCTL_INCLUDES := -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf
+NETBLKCTL_LINK := $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
+# It speaks the protocol with the core's own codec, paces itself with the
+# core's send window, and reads key files with netblkctl's parser.
+LOAD_SRCS := tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
+	kmod/core/rto.cpp tools/netblkctl/key_text.cpp
+LOAD_PREREQS := $(LOAD_SRCS) kmod/core/protocol.h kmod/core/siphash.h kmod/core/types.h \
+	kmod/core/rto.h tools/netblkctl/key_text.h
+LOAD_FLAGS := $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl
+
 .PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest \
 	deps-arm64 kernel-arm64 module-arm64 netblkctl-arm64 load-arm64 e2e-arm64 deps unit e2e check demo demo-exec install clean \
 	install-module install-tools install-dkms-source man release deb check-pkg \
@@ -82,32 +97,21 @@ module-arm64: kernel-arm64
 
 netblkctl-arm64: build/arm64/netblkctl
 
-build/arm64/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h kmod/uapi/netblk_version.h \
-		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
-		build/bpf/netblk.skel.h
+build/arm64/netblkctl: $(NETBLKCTL_PREREQS)
 	@mkdir -p build/arm64
-	$(CROSS_COMPILE_ARM64)g++ $(CXXFLAGS_USER) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf \
-		-o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
+	$(CROSS_COMPILE_ARM64)g++ $(CXXFLAGS_USER) $(NETBLKCTL_INCLUDES) -o $@ $(NETBLKCTL_LINK)
 
 # the load generator, for the arm64 guest's test_link
 load-arm64: build/arm64/netblk-load
 
-build/arm64/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
-		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h \
-		kmod/core/rto.cpp kmod/core/rto.h tools/netblkctl/key_text.cpp tools/netblkctl/key_text.h
+build/arm64/netblk-load: $(LOAD_PREREQS)
 	@mkdir -p build/arm64
-	$(CROSS_COMPILE_ARM64)g++ $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl -o $@ \
-		tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
-		kmod/core/rto.cpp tools/netblkctl/key_text.cpp
+	$(CROSS_COMPILE_ARM64)g++ $(LOAD_FLAGS) -o $@ $(LOAD_SRCS)
 
 netblkctl: tools/netblkctl/netblkctl
 
-# kmod/core/histogram.cpp: netblkctl reads percentiles with the core's code.
-tools/netblkctl/netblkctl: $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h kmod/uapi/netblk_version.h \
-		kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h kmod/core/core_api.h \
-		build/bpf/netblk.skel.h
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS_USER) $(CXXFLAGS) -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf \
-		$(LDFLAGS) -o $@ $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
+tools/netblkctl/netblkctl: $(NETBLKCTL_PREREQS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS_USER) $(CXXFLAGS) $(NETBLKCTL_INCLUDES) $(LDFLAGS) -o $@ $(NETBLKCTL_LINK)
 
 # The XDP steering program (bpf/README.md) and the skeleton netblkctl embeds
 # it with.  <asm/types.h> lives in the multiarch include directory on Debian.
@@ -342,14 +346,8 @@ BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
 
-# It speaks the protocol with the core's own codec, paces itself with the
-# core's send window, and reads key files with netblkctl's parser.
-tools/netblk-load/netblk-load: tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp \
-		kmod/core/protocol.h kmod/core/siphash.cpp kmod/core/siphash.h kmod/core/types.h \
-		kmod/core/rto.cpp kmod/core/rto.h tools/netblkctl/key_text.cpp tools/netblkctl/key_text.h
-	$(CXX) $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl -o $@ \
-		tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
-		kmod/core/rto.cpp tools/netblkctl/key_text.cpp
+tools/netblk-load/netblk-load: $(LOAD_PREREQS)
+	$(CXX) $(LOAD_FLAGS) -o $@ $(LOAD_SRCS)
 
 # What only the benchmarks need: the peers' servers and clients, the plot.
 BENCH_PKGS := nbd-client vblade python3-matplotlib
