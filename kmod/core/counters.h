@@ -24,11 +24,7 @@ struct rx_counters_fields {
 	u64 busy;		/* of those, for want of a slot */
 	u64 queued;		/* slots queued to the worker */
 	u64 frames_kept;	/* received frames a slot holds on to */
-	u64 reads, read_bytes;	/* requests accepted, by kind */
-	u64 writes, write_bytes;
-	u64 flushes, fua_writes;
-	u64 trims, trim_bytes;
-	u64 write_zeroes, write_zeroes_bytes;
+	u64 reads, read_bytes;	/* reads accepted (each copy is served) */
 	u64 hello_cookies;	/* HELLOs answered with a cookie */
 	u64 not_connected;	/* refused ENOTCONN: no such session */
 	u64 auth_failed;	/* refused EKEYREJECTED: no valid tag */
@@ -67,6 +63,15 @@ struct worker_counters {
 	u64 disk_batches;	/* submit rounds that sent the disk something */
 	u64 tx_batches;		/* transmits, each one flush */
 	u64 not_connected;	/* requests whose session closed before the worker got them */
+	/*
+	 * Requests that change the disk, counted once each when admitted: a
+	 * resent copy the replay window turns away is a duplicate, not another
+	 * write.
+	 */
+	u64 writes, write_bytes;
+	u64 flushes, fua_writes;
+	u64 trims, trim_bytes;
+	u64 write_zeroes, write_zeroes_bytes;
 	/* replies by the request's op (op_code): how many, and their service times' sum */
 	u64 served[op_last + 1];
 	u64 served_ns[op_last + 1];

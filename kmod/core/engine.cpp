@@ -273,18 +273,6 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 		 * DMA from; a multi-buffer frame's is copied (docs/jumbo.md).
 		 */
 		s.copy = layout.frags || (((uintptr_t)s.payload | h.length) & dma_align_mask_) != 0;
-		add_once(c.writes, 1);
-		add_once(c.write_bytes, h.length);
-		if (h.flags & flag_fua)
-			add_once(c.fua_writes, 1);
-	} else if (h.op == op_flush) {
-		add_once(c.flushes, 1);
-	} else if (h.op == op_trim) {
-		add_once(c.trims, 1);
-		add_once(c.trim_bytes, h.length);
-	} else if (h.op == op_write_zeroes) {
-		add_once(c.write_zeroes, 1);
-		add_once(c.write_zeroes_bytes, h.length);
 	}
 	requests_.push(index);
 	add_once(c.queued, 1);
@@ -476,6 +464,7 @@ bool engine::admit(u32 index, u64 now_ns)
 		ss->window.start(h.seq);
 		ss->in_flight++;
 		s.windowed = true;
+		count_change(h);
 		return true;
 	case replay_window::state::in_flight:
 		add_once(sc.duplicates_in_flight, 1);
@@ -495,6 +484,32 @@ bool engine::admit(u32 index, u64 now_ns)
 	}
 	answer_without_disk(index, status);
 	return false;
+}
+
+/* A request that changes the disk, admitted: counted by kind. */
+void engine::count_change(const header &h)
+{
+	worker_counters &w = worker_;
+
+	switch (h.op) {
+	case op_write:
+		add_once(w.writes, 1);
+		add_once(w.write_bytes, h.length);
+		if (h.flags & flag_fua)
+			add_once(w.fua_writes, 1);
+		break;
+	case op_flush:
+		add_once(w.flushes, 1);
+		break;
+	case op_trim:
+		add_once(w.trims, 1);
+		add_once(w.trim_bytes, h.length);
+		break;
+	case op_write_zeroes:
+		add_once(w.write_zeroes, 1);
+		add_once(w.write_zeroes_bytes, h.length);
+		break;
+	}
 }
 
 /* A request started in its window has its answer: its duplicates get it too. */
@@ -962,14 +977,6 @@ void engine::read_stats(netblk_stats *s) const
 		s->busy += read_once(r.busy);
 		s->reads += read_once(r.reads);
 		s->read_bytes += read_once(r.read_bytes);
-		s->writes += read_once(r.writes);
-		s->write_bytes += read_once(r.write_bytes);
-		s->flushes += read_once(r.flushes);
-		s->fua_writes += read_once(r.fua_writes);
-		s->trims += read_once(r.trims);
-		s->trim_bytes += read_once(r.trim_bytes);
-		s->write_zeroes += read_once(r.write_zeroes);
-		s->write_zeroes_bytes += read_once(r.write_zeroes_bytes);
 		s->hello_cookies += read_once(r.hello_cookies);
 		s->not_connected += read_once(r.not_connected);
 		s->auth_failed += read_once(r.auth_failed);
@@ -999,6 +1006,14 @@ void engine::read_stats(netblk_stats *s) const
 	s->inflight_disk = submitted > reaped ? submitted - reaped : 0;
 	reaped -= min(reaped, busy);
 	s->inflight_done = reaped > replied ? reaped - replied : 0;
+	s->writes = read_once(w.writes);
+	s->write_bytes = read_once(w.write_bytes);
+	s->flushes = read_once(w.flushes);
+	s->fua_writes = read_once(w.fua_writes);
+	s->trims = read_once(w.trims);
+	s->trim_bytes = read_once(w.trim_bytes);
+	s->write_zeroes = read_once(w.write_zeroes);
+	s->write_zeroes_bytes = read_once(w.write_zeroes_bytes);
 	s->io_errors = read_once(w.io_errors);
 	s->disk_busy = busy;
 	s->disk_blocking = read_once(w.disk_blocking);

@@ -160,6 +160,7 @@ private:
 	bool admit(u32 index, u64 now_ns);
 	void answer_without_disk(u32 index, u16 status);
 	void discard(u32 index);
+	void count_change(const header &h);
 	void window_done(slot &s);
 	int start_write(u32 index, slot &s, bool may_block);
 	void copy_payload(const slot &s, u8 *to);

@@ -175,6 +175,8 @@ TEST_F(v2, ADuplicateOfAnAnsweredWriteGetsTheSameAnswerAndIsNotExecutedAgain)
 	EXPECT_TRUE(disk_holds(inst, 0, 2)) << "the old data did not land over the new";
 	EXPECT_EQ(inst->submissions, 2u);
 	EXPECT_EQ(stats().duplicates, 1u);
+	EXPECT_EQ(stats().writes, 2u) << "a resent copy is no write of its own";
+	EXPECT_EQ(stats().write_bytes, 2u * block(1).size());
 	expect_nothing_held();
 }
 
@@ -211,6 +213,7 @@ TEST_F(v2, ADuplicateOfAWriteAtTheDiskIsDropped)
 	work();
 	EXPECT_EQ(inst->sent.size(), 1u);
 	EXPECT_EQ(stats().duplicates_in_flight, 1u);
+	EXPECT_EQ(stats().writes, 1u);
 	expect_nothing_held();
 }
 
