@@ -288,7 +288,8 @@ install-module: module
 	fi
 
 # netblkctl, the Python client (the netblk command and `import netblk`), man
-# pages, bash completion, netblk.service (restore at boot, stop at shutdown).
+# pages, bash completion, netblk.service (restore at boot, stop at shutdown)
+# and netblk-supervise.service (netblkctl supervise, which it starts).
 install-tools: netblkctl man
 	install -D -m 0755 tools/netblkctl/netblkctl $(DESTDIR)$(SBINDIR)/netblkctl
 	install -d $(DESTDIR)$(PYTHON_SITE)/netblk
@@ -302,8 +303,10 @@ install-tools: netblkctl man
 	install -D -m 0644 tools/netblkctl/netblkctl.bash-completion \
 		$(DESTDIR)$(BASH_COMPLETION_DIR)/netblkctl
 	install -d $(DESTDIR)$(SYSTEMD_UNIT_DIR)
-	sed 's|@SBINDIR@|$(SBINDIR)|g' tools/netblkctl/netblk.service.in \
-		>$(DESTDIR)$(SYSTEMD_UNIT_DIR)/netblk.service
+	for unit in netblk netblk-supervise; do \
+		sed 's|@SBINDIR@|$(SBINDIR)|g' tools/netblkctl/$$unit.service.in \
+			>$(DESTDIR)$(SYSTEMD_UNIT_DIR)/$$unit.service || exit 1; \
+	done
 
 # The module's sources as DKMS builds them (the netblk-dkms package).
 install-dkms-source:

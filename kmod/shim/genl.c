@@ -30,6 +30,7 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_CPU]		= { .type = NLA_U32 },
 	[NETBLK_A_POLL_US]	= { .type = NLA_U32 },
 	[NETBLK_A_ALL]		= { .type = NLA_FLAG },
+	[NETBLK_A_IFINDEX]	= { .type = NLA_U32 },
 	[NETBLK_A_XDP_LINK_FD]	= { .type = NLA_U32 },
 	[NETBLK_A_VLAN]		= { .type = NLA_U16 },
 	[NETBLK_A_ALLOW]	= { .type = NLA_NESTED },
@@ -43,6 +44,7 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_TIMEOUT_MS]	= { .type = NLA_U32 },
 	[NETBLK_A_FORCE]	= { .type = NLA_FLAG },
 	[NETBLK_A_NIC_LOSS]	= NLA_POLICY_MAX(NLA_U32, NETBLK_NIC_LOSS_STOP),
+	[NETBLK_A_XDP_DROPPED]	= NLA_POLICY_MIN(NLA_U32, 1),
 };
 
 static struct genl_family netblk_family;
@@ -264,8 +266,11 @@ static int netblk_put_allow(struct sk_buff *skb, const struct netblk_instance *i
 static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 			       unsigned int what)
 {
+	u32 xdp_dropped = netblk_monitor_xdp_dropped(inst->nic);
+
 	if (nla_put_string(skb, NETBLK_A_DEVICE, inst->device) ||
 	    nla_put_string(skb, NETBLK_A_DISK_NAME, inst->disk_name) ||
+	    (xdp_dropped && nla_put_u32(skb, NETBLK_A_XDP_DROPPED, xdp_dropped)) ||
 	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
 	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
 	    nla_put_string(skb, NETBLK_A_IFNAME, inst->nic->name) ||
@@ -951,6 +956,30 @@ static int netblk_dump_attached(struct sk_buff *skb, struct netlink_callback *cb
 	return err ? err : skb->len;
 }
 
+/*
+ * netblkctl added netblk's XDP program again to a NIC whose driver dropped
+ * it (monitor.c): its waiting instances serve again.
+ */
+static int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info)
+{
+	struct net_device *nic;
+	int err;
+
+	if (GENL_REQ_ATTR_CHECK(info, NETBLK_A_IFINDEX) ||
+	    GENL_REQ_ATTR_CHECK(info, NETBLK_A_XDP_DROPPED))
+		return -EINVAL;
+	nic = dev_get_by_index(&init_net, nla_get_u32(info->attrs[NETBLK_A_IFINDEX]));
+	if (!nic) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[NETBLK_A_IFINDEX],
+				    "no network interface has that ifindex");
+		return -ENODEV;
+	}
+	err = netblk_monitor_xdp_ready(nic, nla_get_u32(info->attrs[NETBLK_A_XDP_DROPPED]),
+				       info->extack);
+	dev_put(nic);
+	return err;
+}
+
 static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_START,
@@ -981,6 +1010,11 @@ static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_ATTACHED,
 		.dumpit = netblk_dump_attached,
+		.flags = GENL_ADMIN_PERM,
+	},
+	{
+		.cmd = NETBLK_CMD_XDP_READY,
+		.doit = netblk_cmd_xdp_ready,
 		.flags = GENL_ADMIN_PERM,
 	},
 };

@@ -71,14 +71,16 @@ u64 netblk_instance_waiting_ms(const struct netblk_instance *inst)
 void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why)
 {
 	lockdep_assert_held(&netblk_lock);
-	if (inst->state == NETBLK_STATE_WAITING) {
-		strscpy(inst->waiting_for, why, sizeof(inst->waiting_for));
+	if (inst->state == NETBLK_STATE_WAITING &&
+	    !strncmp(inst->waiting_for, why, sizeof(inst->waiting_for) - 1))
+		return;
+	/* waiting already, for something else now: said again */
+	if (inst->state == NETBLK_STATE_SERVING) {
+		inst->state = NETBLK_STATE_WAITING;
+		inst->waiting_ns = ktime_get_boottime_ns();
+	} else if (inst->state != NETBLK_STATE_WAITING) {
 		return;
 	}
-	if (inst->state != NETBLK_STATE_SERVING)
-		return;
-	inst->state = NETBLK_STATE_WAITING;
-	inst->waiting_ns = ktime_get_boottime_ns();
 	strscpy(inst->waiting_for, why, sizeof(inst->waiting_for));
 	pr_info("port %u waits: %s\n", inst->port, why);
 	netblk_genl_notify(inst, NETBLK_EVENT_WAITING, 0, 0, why);
@@ -449,6 +451,20 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
 }
 
+/*
+ * Whether an instance serves or waits on @nic: netblkctl takes netblk's
+ * program off a NIC where none does before a START.
+ */
+static bool netblk_nic_served(const struct net_device *nic)
+{
+	struct netblk_instance *inst;
+
+	list_for_each_entry(inst, &netblk_instances, node)
+		if (inst->nic == nic && inst->state != NETBLK_STATE_STOPPING)
+			return true;
+	return false;
+}
+
 int netblk_instance_start(const struct netblk_start_params *p,
 			  struct netlink_ext_ack *extack,
 			  struct netblk_instance **out)
@@ -511,6 +527,8 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		inst->waiting_ns = inst->started_ns;
 		pr_info("port %u waits: %s\n", inst->port, inst->waiting_for);
 	}
+	if (!netblk_nic_served(inst->nic))
+		netblk_monitor_xdp_added(inst->nic);
 	list_add_tail(&inst->node, &netblk_instances);
 	*out = inst;
 	return 0;

@@ -7,7 +7,10 @@
  * nic-loss=stop it stops).  When its NIC goes away, fails every reply, or
  * starts hiding VLAN tags from XDP; when its own netblk<port> device is taken
  * down by hand; or when its block device is removed, the instance stops on
- * its own.  Each says why on the events group.  Disk I/O errors are
+ * its own.  Each says why on the events group.  A NIC whose driver drops
+ * its XDP program when it reopens (netblk_nic_drops_xdp) has its instances
+ * wait, after it is back, until netblkctl has added the program again and
+ * said so (XDP_READY).  Disk I/O errors are
  * announced too, at most one a second an instance.  The reaper also releases
  * stopping instances once their disks are done, and announces those that
  * take long.
@@ -34,6 +37,59 @@ static DECLARE_DELAYED_WORK(netblk_reaper, netblk_reap);
 void netblk_monitor_kick(void)
 {
 	mod_delayed_work(system_wq, &netblk_reaper, 0);
+}
+
+/*
+ * The NICs that dropped their XDP program on a reopen and have not had it
+ * added again: ifindex -> the reopen's number (never 0), which XDP_READY
+ * must name, so that a reopen after netblkctl looked is not forgotten.
+ * Written by the netdev notifier under rtnl, where netblk_lock cannot be
+ * taken: the xarray has its own lock.
+ */
+static DEFINE_XARRAY(netblk_xdp_dropped);
+static atomic_t netblk_xdp_reopens = ATOMIC_INIT(0);
+
+static void netblk_note_reopen(struct net_device *dev)
+{
+	u32 n = (u32)atomic_inc_return(&netblk_xdp_reopens) & INT_MAX;
+
+	if (xa_err(xa_store(&netblk_xdp_dropped, dev->ifindex, xa_mk_value(n ?: 1), GFP_KERNEL)))
+		pr_warn("%s dropped its XDP program; out of memory to note it\n", dev->name);
+}
+
+/* The number of the reopen that dropped @nic's program; 0: it runs. */
+u32 netblk_monitor_xdp_dropped(const struct net_device *nic)
+{
+	void *entry = xa_load(&netblk_xdp_dropped, nic->ifindex);
+
+	return entry ? xa_to_value(entry) : 0;
+}
+
+/* XDP_READY: netblkctl added @nic's program again after reopen @reopen. */
+int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack)
+{
+	void *old = xa_cmpxchg(&netblk_xdp_dropped, nic->ifindex, xa_mk_value(reopen), NULL,
+			       GFP_KERNEL);
+
+	if (old == xa_mk_value(reopen)) {
+		netblk_monitor_kick();
+		return 0;
+	}
+	if (!old)
+		return 0;	/* nothing waits for it */
+	NL_SET_ERR_MSG_FMT(extack, "%s reopened again (reopen %lu, not %u): add the program again",
+			   nic->name, xa_to_value(old), reopen);
+	return -EAGAIN;
+}
+
+/*
+ * START of the first instance on @nic: netblkctl has just added netblk's
+ * program anew (it takes off one no instance is on first), so the reopens
+ * before count no more.
+ */
+void netblk_monitor_xdp_added(const struct net_device *nic)
+{
+	xa_erase(&netblk_xdp_dropped, nic->ifindex);
 }
 
 /* Why the NIC refuses every reply, as far as the instance can tell. */
@@ -75,12 +131,8 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 		return NETBLK_REASON_NIC_GONE;
 	}
 	if (!(nic->flags & IFF_UP) || !(adev->flags & IFF_UP)) {
-		*can_wait = netblk_nic_xdp_survives_reopen(inst);
-		if (*can_wait)
-			snprintf(msg, size, "%s went down", adev->name);
-		else
-			snprintf(msg, size, "%s went down (%s runs no XDP after a reopen)",
-				 adev->name, inst->driver);
+		snprintf(msg, size, "%s went down", adev->name);
+		*can_wait = true;
 		return NETBLK_REASON_NIC_GONE;
 	}
 	if (!netblk_nic_has_addr(adev, inst->addr)) {
@@ -91,8 +143,14 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 	if (mtu < inst->mtu) {
 		snprintf(msg, size, "%s's mtu fell to %u, below the instance's %u: start it with mtu=%u",
 			 adev->name, mtu, inst->mtu, mtu);
-		*can_wait = netblk_nic_xdp_survives_reopen(inst);
+		*can_wait = true;
 		return NETBLK_REASON_NIC_MTU;
+	}
+	if (netblk_monitor_xdp_dropped(nic)) {
+		snprintf(msg, size, "%s dropped netblk's XDP program: netblkctl supervise adds it again",
+			 nic->name);
+		*can_wait = true;
+		return NETBLK_REASON_NIC_GONE;
 	}
 	/*
 	 * Failures while it waited, or not yet forgotten by the worker since,
@@ -181,6 +239,21 @@ static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, v
 	 * reaper looks.  The MTU and MAC replies use are the worker's to
 	 * follow, each round.
 	 */
+	struct net_device *dev = netdev_notifier_info_to_dev(ptr);
+
+	switch (event) {
+	case NETDEV_DOWN:
+		if (netblk_nic_drops_xdp(dev))
+			netblk_note_reopen(dev);
+		break;
+	case NETDEV_CHANGEMTU:
+		if (netblk_nic_drops_xdp(dev) && netif_running(dev))
+			netblk_note_reopen(dev);
+		break;
+	case NETDEV_UNREGISTER:
+		xa_erase(&netblk_xdp_dropped, dev->ifindex);	/* the number may be reused */
+		break;
+	}
 	switch (event) {
 	case NETDEV_UP:
 	case NETDEV_DOWN:
@@ -249,4 +322,5 @@ void netblk_monitor_exit(void)
 	unregister_inetaddr_notifier(&netblk_inetaddr_notifier);
 	unregister_netdevice_notifier(&netblk_netdev_notifier);
 	cancel_delayed_work_sync(&netblk_reaper);
+	xa_destroy(&netblk_xdp_dropped);
 }

@@ -164,7 +164,7 @@ bool netblk_nic_has_addr(struct net_device *dev, __be32 addr);
 int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_ext_ack *extack);
 void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
 const char *netblk_nic_hides_vlans(struct net_device *nic);
-bool netblk_nic_xdp_survives_reopen(const struct netblk_instance *inst);
+bool netblk_nic_drops_xdp(const struct net_device *nic);
 void netblk_nic_refresh_link(struct netblk_instance *inst);
 
 /* handoff.c */
@@ -203,6 +203,9 @@ extern const struct blk_holder_ops netblk_holder_ops;
 int netblk_monitor_init(void);
 void netblk_monitor_exit(void);
 void netblk_monitor_kick(void);
+u32 netblk_monitor_xdp_dropped(const struct net_device *nic);
+int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack);
+void netblk_monitor_xdp_added(const struct net_device *nic);
 
 /* main.c */
 extern bool netblk_unloading;	/* under netblk_lock */

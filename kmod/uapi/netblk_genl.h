@@ -40,6 +40,12 @@
  * ATTACHED (dumpit, CAP_NET_ADMIN) one message per attached device, with
  *                               HOST_STATS.
  *
+ * XDP_READY (doit, CAP_NET_ADMIN) IFINDEX, XDP_DROPPED
+ *        netblkctl added netblk's XDP program to the NIC again after the
+ *        reopen LIST numbered XDP_DROPPED (vmxnet3 drops it on every
+ *        reopen): the instances waiting for it serve again.  EAGAIN when the
+ *        NIC reopened again since; 0 when nothing waited.
+ *
  * Every refusal is an errno with an extended-ack message saying what to
  * change.
  */
@@ -80,6 +86,7 @@ enum netblk_cmd {
 	NETBLK_CMD_ATTACH,
 	NETBLK_CMD_DETACH,
 	NETBLK_CMD_ATTACHED,
+	NETBLK_CMD_XDP_READY,
 	__NETBLK_CMD_MAX,
 };
 #define NETBLK_CMD_MAX (__NETBLK_CMD_MAX - 1)
@@ -143,6 +150,12 @@ enum netblk_attr {
 	NETBLK_A_WAITING_FOR,	/* string: what it waits for ("eth0 is down") */
 	/* string: the served device as the kernel names it (nvme0n1p1, as in /proc/diskstats) */
 	NETBLK_A_DISK_NAME,
+	/*
+	 * u32, LIST: the NIC's driver dropped netblk's XDP program when the NIC
+	 * reopened, and this numbers that reopen (absent: the program runs);
+	 * XDP_READY names it back.
+	 */
+	NETBLK_A_XDP_DROPPED,
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)

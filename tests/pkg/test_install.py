@@ -35,6 +35,9 @@ def test_staged_install_puts_everything_under_destdir(tmp_path):
     unit = (tmp_path / "usr/local/lib/systemd/system/netblk.service").read_text()
     assert "ExecStart=/usr/local/sbin/netblkctl restore\n" in unit
     assert "@" not in unit
+    unit = (tmp_path / "usr/local/lib/systemd/system/netblk-supervise.service").read_text()
+    assert "ExecStart=/usr/local/sbin/netblkctl supervise\n" in unit
+    assert "@" not in unit
     # the installed command finds the installed module, not the tree's
     r = run([str(tmp_path / "usr/local/bin/netblk"), "--version"], cwd="/",
             env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})

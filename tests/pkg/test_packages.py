@@ -87,10 +87,12 @@ def test_the_tools_are_installed_and_agree(installed):
     assert Path("/usr/share/bash-completion/completions/netblkctl").is_file()
 
 
-def test_the_unit_passes_systemd_analyze_verify(installed):
+def test_the_units_pass_systemd_analyze_verify(installed):
     unit = Path("/lib/systemd/system/netblk.service")
+    supervise = Path("/lib/systemd/system/netblk-supervise.service")
     assert "ExecStart=/usr/sbin/netblkctl restore\n" in unit.read_text()
-    r = run(["systemd-analyze", "verify", str(unit)], check=False)
+    assert "ExecStart=/usr/sbin/netblkctl supervise\n" in supervise.read_text()
+    r = run(["systemd-analyze", "verify", str(unit), str(supervise)], check=False)
     assert r.returncode == 0 and "netblk" not in r.stderr, r.stderr
 
 

@@ -272,6 +272,7 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	  << ", \"ifname\": " << json_string(inst.ifname)
 	  << ", \"ifindex\": " << inst.ifindex
 	  << ", \"driver\": " << json_string(inst.driver)
+	  << ", \"xdp_dropped\": " << inst.xdp_dropped
 	  << ", \"vlan\": " << inst.vlan
 	  << ", \"handoff_ifindex\": " << inst.handoff_ifindex
 	  << ", \"addr\": " << json_string(format_ipv4(inst.addr))

@@ -45,6 +45,9 @@ struct netblk_instance {
 	uint32_t nic_loss = 0;		// enum netblk_nic_loss
 	uint64_t waiting_ms = 0;	// while waiting for its NIC
 	std::string waiting_for;	// what for ("eth0 is down")
+	// Nonzero: the NIC's driver dropped netblk's XDP program when the NIC
+	// reopened (the module numbers the reopens); XDP_READY names it back.
+	uint32_t xdp_dropped = 0;
 	std::array<uint64_t, NETBLK_S_MAX + 1> stats{};	// by enum netblk_stat_attr
 	latency_hist latency;		// NETBLK_A_LATENCY (LIST only)
 	// Datagrams the NIC's XDP program dropped for a source not on the

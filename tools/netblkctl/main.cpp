@@ -50,6 +50,7 @@ constexpr const char usage_text[] =
 	"       netblkctl watch [--interval S] [--count N] [--json]\n"
 	"       netblkctl stats --prometheus\n"
 	"       netblkctl exporter --listen ADDR:PORT\n"
+	"       netblkctl supervise\n"
 	"       netblkctl stop <port>|all [--exist-ok]\n"
 	"       netblkctl attach <addr> <port> [ro] [dev=IFACE] [queue-depth=N] [timeout=S]\n"
 	"                       [key=FILE]\n"
@@ -85,6 +86,9 @@ constexpr const char usage_text[] =
 	"        text format (node_exporter's textfile collector)\n"
 	"exporter  serve the same at http://ADDR:PORT/metrics for a Prometheus\n"
 	"        scraper, until SIGINT or SIGTERM (0.0.0.0:PORT: every address)\n"
+	"supervise  add netblk's XDP program again to a NIC whose driver dropped it\n"
+	"        when the NIC reopened (vmxnet3), so that its waiting instances serve\n"
+	"        again, until SIGINT or SIGTERM (netblk-supervise.service runs it)\n"
 	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
 	"        the disk to finish what it has (list shows an instance that takes longer);\n"
 	"        --exist-ok: nothing on <port> is success\n"
@@ -117,6 +121,14 @@ int failed(const nl_status &st)
 		text += " (needs CAP_NET_ADMIN: run as root)";
 	fprintf(stderr, "netblkctl: %s\n", text.c_str());
 	return exit_failed;
+}
+
+// Whether netblk.ko is loaded; looked at before the family's lookup, which
+// would have the kernel load it.
+bool module_loaded()
+{
+	struct stat st;
+	return stat("/sys/module/netblk", &st) == 0;
 }
 
 // Flushes stdout; a failed write (full disk, closed pipe) is a failure.
@@ -417,6 +429,51 @@ void resteer_nic(netblk_client &client, nic_xdp &xdp, const netblk_instance &sta
 					strerror(err));
 }
 
+// The NICs whose driver dropped netblk's XDP program when they reopened
+// (vmxnet3: the kernel still shows it attached, the NIC runs nothing): each
+// gets a new program, every instance on it is steered again, and the module
+// is told, which has them serve again.  Says what it did; false when a NIC
+// could not be mended (it is tried again on the next call).
+bool readd_dropped_programs(netblk_client &client, const std::vector<netblk_instance> &insts)
+{
+	std::vector<uint32_t> done;
+	bool ok = true;
+	for (const netblk_instance &inst : insts) {
+		if (!inst.xdp_dropped || inst.stopping() ||
+		    std::find(done.begin(), done.end(), inst.ifindex) != done.end())
+			continue;
+		done.push_back(inst.ifindex);
+		nic_xdp xdp;
+		if (std::string err = xdp.renew(inst.ifname, inst.ifindex); !err.empty()) {
+			fprintf(stderr, "netblkctl: %s\n", err.c_str());
+			ok = false;
+			continue;
+		}
+		std::string ports;
+		for (const netblk_instance &i : insts) {
+			if (i.ifindex != inst.ifindex || i.stopping() || !i.handoff_ifindex)
+				continue;
+			if (int err = xdp.steer(steer_spec(i))) {
+				fprintf(stderr, "netblkctl: cannot steer port %u again: %s\n", i.port,
+					strerror(err));
+				ok = false;
+				continue;
+			}
+			ports += (ports.empty() ? "" : ", ") + std::to_string(i.port);
+		}
+		if (nl_status st = client.xdp_ready(inst.ifindex, inst.xdp_dropped); !st.ok()) {
+			fprintf(stderr, "netblkctl: %s: %s\n", inst.ifname.c_str(), st.text().c_str());
+			ok = false;
+			continue;
+		}
+		printf("netblk: %s: added netblk's XDP program again (%s dropped it when %s "
+		       "reopened); ports %s serve again\n", inst.ifname.c_str(), inst.driver.c_str(),
+		       inst.ifname.c_str(), ports.c_str());
+		fflush(stdout);
+	}
+	return ok;
+}
+
 // start --exist-ok: the exit status when an instance already holds the
 // port (success when it is the one asked for), nullopt when none does.
 std::optional<int> start_existing(netblk_client &client, const netblk_start_args &args)
@@ -550,10 +607,8 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 					   "' (want 1..65535, or all)");
 	}
 
-	// No module, no instance: what rmmod left on the NICs goes.  Looked
-	// at before the family's lookup, which would load the module again.
-	struct stat st_mod;
-	if (exist_ok && stat("/sys/module/netblk", &st_mod) != 0) {
+	// No module, no instance: what rmmod left on the NICs goes.
+	if (exist_ok && !module_loaded()) {
 		for (const std::string &err : xdp_release_unused({}))
 			fprintf(stderr, "netblkctl: warning: %s\n", err.c_str());
 		printf("netblk: the module is not loaded: nothing serves (--exist-ok)\n");
@@ -1233,16 +1288,38 @@ bool print_rates(const std::vector<instance_rates> &rates,
 	return true;
 }
 
-// A LIST of watch failed.  ENOENT: the family's id is gone; EPROTONOSUPPORT:
-// the module is on its way out (netlink cannot pin it for the dump).  Not
-// looked up again: resolving the family would have the kernel load it.
+// Whether a LIST failed for the module's going.  ENOENT: the family's id is
+// gone; EPROTONOSUPPORT: the module is on its way out (netlink cannot pin it
+// for the dump).  Not looked up again: resolving the family would have the
+// kernel load it.
+bool module_unloaded(const nl_status &st)
+{
+	return st.msg.empty() && (st.err == ENOENT || st.err == EPROTONOSUPPORT);
+}
+
+// A LIST of watch failed.
 int list_failed(const nl_status &st)
 {
-	if (st.msg.empty() && (st.err == ENOENT || st.err == EPROTONOSUPPORT)) {
+	if (module_unloaded(st)) {
 		fprintf(stderr, "netblkctl: the netblk module was unloaded\n");
 		return exit_failed;
 	}
 	return failed(st);
+}
+
+// SIGINT and SIGTERM, blocked, as a signalfd for the poll set of a command
+// that runs until one comes; -1 (said) when it cannot be made.
+int end_signals_fd()
+{
+	sigset_t sigs;
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	sigprocmask(SIG_BLOCK, &sigs, nullptr);
+	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
+	if (sfd < 0)
+		perror("netblkctl: signalfd");
+	return sfd;
 }
 
 int cmd_watch(const std::vector<std::string_view> &argv)
@@ -1259,17 +1336,9 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 	if (nl_status st = events.join_events(); !st.ok())
 		return failed(st);
 
-	// SIGINT and SIGTERM end the watch through a signalfd in the poll set.
-	sigset_t sigs;
-	sigemptyset(&sigs);
-	sigaddset(&sigs, SIGINT);
-	sigaddset(&sigs, SIGTERM);
-	sigprocmask(SIG_BLOCK, &sigs, nullptr);
-	int sfd = signalfd(-1, &sigs, SFD_CLOEXEC);
-	if (sfd < 0) {
-		perror("netblkctl: signalfd");
+	int sfd = end_signals_fd();
+	if (sfd < 0)
 		return exit_failed;
-	}
 
 	std::vector<netblk_instance> prev, cur;
 	std::vector<netblk_attached> prev_att, cur_att;
@@ -1316,12 +1385,69 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
+// Mends, as they come, the NICs whose driver dropped netblk's XDP program
+// (readd_dropped_programs): a WAITING event says an instance waits for
+// something new, and the instances are looked at once a few seconds too --
+// an event can be lost, and a NIC that failed to be mended is tried again.
+int cmd_supervise(const std::vector<std::string_view> &argv)
+{
+	if (!argv.empty())
+		return usage_error("supervise takes no arguments");
+	if (!module_loaded()) {
+		printf("netblk: the module is not loaded: nothing to supervise\n");
+		return finish();
+	}
+	netblk_client client, events;
+	int rc;
+	if (!connect(client, rc) || !connect(events, rc))
+		return rc;
+	if (nl_status st = events.join_events(); !st.ok())
+		return failed(st);
+	int sfd = end_signals_fd();
+	if (sfd < 0)
+		return exit_failed;
+	xdp_quiet_libbpf();
+	constexpr int look_ms = 5000;
+	bool look = true;
+	for (;;) {
+		if (look) {
+			std::vector<netblk_instance> insts;
+			nl_status st = client.list(insts);
+			if (module_unloaded(st)) {	// rmmod: not to be undone by a restart
+				printf("netblk: the module was unloaded: nothing to supervise\n");
+				break;
+			}
+			if (!st.ok())
+				return failed(st);
+			readd_dropped_programs(client, insts);
+		}
+		pollfd fds[2] = {{events.fd(), POLLIN, 0}, {sfd, POLLIN, 0}};
+		int n = poll(fds, 2, look_ms);
+		if (n < 0 && errno != EINTR) {
+			perror("netblkctl: poll");
+			return exit_failed;
+		}
+		if (fds[1].revents & POLLIN)
+			break;
+		look = n == 0;
+		if (fds[0].revents & (POLLIN | POLLERR)) {
+			// what the events say is looked up in LIST; lost ones too
+			nl_status st = events.read_events([&](const netblk_event_info &ev) -> nl_status {
+				look = look || ev.event == NETBLK_EVENT_WAITING;
+				return {};
+			});
+			look = look || st.err == ENOBUFS;
+		}
+	}
+	close(sfd);
+	return finish();
+}
+
 // /sys/module/netblk/version; "" for a module without one, nullopt when
 // the module is not loaded.
 std::optional<std::string> loaded_module_version()
 {
-	struct stat st;
-	if (stat("/sys/module/netblk", &st) != 0)
+	if (!module_loaded())
 		return std::nullopt;
 	std::string v;
 	if (!read_text_file("/sys/module/netblk/version", v))
@@ -1377,5 +1503,7 @@ int main(int argc, char **argv)
 		return cmd_stats(args);
 	if (cmd == "exporter")
 		return cmd_exporter(args);
+	if (cmd == "supervise")
+		return cmd_supervise(args);
 	return usage_error("unknown command '" + std::string(cmd) + "'");
 }

@@ -166,6 +166,7 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_WAITING_FOR: return get_string(a, i.waiting_for);
 	case NETBLK_A_DEVICE:      return get_string(a, i.device);
 	case NETBLK_A_DISK_NAME:   return get_string(a, i.disk_name);
+	case NETBLK_A_XDP_DROPPED: return get_uint(a, i.xdp_dropped);
 	case NETBLK_A_PORT:        return get_uint(a, i.port);
 	case NETBLK_A_READ_ONLY:   return get_flag(a, i.read_only);
 	case NETBLK_A_IFNAME:      return get_string(a, i.ifname);
@@ -495,6 +496,14 @@ nl_status netblk_client::detach(std::optional<std::string> disk, bool force, uin
 	});
 	detached = result.stopped;
 	return st;
+}
+
+nl_status netblk_client::xdp_ready(uint32_t ifindex, uint32_t reopen)
+{
+	nlmsghdr *req = begin(NETBLK_CMD_XDP_READY, NLM_F_REQUEST | NLM_F_ACK);
+	mnl_attr_put_u32(req, NETBLK_A_IFINDEX, ifindex);
+	mnl_attr_put_u32(req, NETBLK_A_XDP_DROPPED, reopen);
+	return sock_.transact(req, [](const nlmsghdr *) -> nl_status { return {}; });
 }
 
 nl_status netblk_client::attached(std::vector<netblk_attached> &atts)

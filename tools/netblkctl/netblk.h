@@ -81,6 +81,10 @@ public:
 	// when disk is empty; `detached` is how many went.
 	nl_status detach(std::optional<std::string> disk, bool force, uint32_t &detached);
 
+	// NETBLK_CMD_XDP_READY: netblk's XDP program runs on NIC `ifindex`
+	// again, added after the reopen LIST numbered `reopen`.
+	nl_status xdp_ready(uint32_t ifindex, uint32_t reopen);
+
 	// NETBLK_CMD_ATTACHED dump.
 	nl_status attached(std::vector<netblk_attached> &atts);
 

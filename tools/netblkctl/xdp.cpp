@@ -338,6 +338,26 @@ std::string nic_xdp::prepare(const std::string &ifname, unsigned ifindex)
 	return attach(ifname, ifindex);
 }
 
+std::string nic_xdp::renew(const std::string &ifname, unsigned ifindex)
+{
+	libxdp_set_print(libxdp_print);
+	{
+		nic_hook hook(ifindex);
+		if (hook.err)
+			return hook.refusal(ifname);
+		// Replacing the dispatcher (or removing it, when netblk's was its
+		// only program) has the driver take a program again.
+		if (hook.netblk) {
+			int err = xdp_program__detach(hook.netblk, static_cast<int>(ifindex),
+						      hook.mode(), 0);
+			if (err)
+				return "cannot take netblk's XDP program off " + ifname + ": " +
+				       libxdp_error_text(-err);
+		}
+	}
+	return prepare(ifname, ifindex);
+}
+
 // The NIC runs netblk_xdp already: an earlier instance's.
 std::string nic_xdp::adopt(const std::string &ifname, uint32_t prog_id)
 {

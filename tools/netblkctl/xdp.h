@@ -10,7 +10,8 @@
 // no BPF object.  stop, and start before it adds one, remove the program
 // from every NIC no instance is on any more (xdp_release_unused): one that
 // stopped by itself, or by rmmod, leaves it inert -- its port's entry went
-// with the instance's device -- until then.
+// with the instance's device -- until then.  A NIC whose driver dropped it
+// on a reopen (vmxnet3) gets a new one from `netblkctl supervise`.
 #pragma once
 
 #include <cstdint>
@@ -75,6 +76,12 @@ public:
 	// ready, else what is wrong (without the "netblkctl: " prefix).  Holds
 	// netblkctl's XDP lock from construction to destruction.
 	std::string prepare(const std::string &ifname, unsigned ifindex);
+
+	// prepare() after taking netblk_xdp off the NIC: for a NIC whose
+	// driver dropped the program while the kernel still shows it attached
+	// (vmxnet3, on a reopen).  The new program's maps are empty: steer()
+	// every instance on the NIC again.
+	std::string renew(const std::string &ifname, unsigned ifindex);
 
 	// The instance's allowlist (the port's old entries replaced), what
 	// else its datagrams must match, and last the port's redirect to

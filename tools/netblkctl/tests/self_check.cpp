@@ -419,7 +419,7 @@ void check_json()
 	check(j.starts_with("[\n  {\"port\": 7000, \"device\": \"/dev/nvme0n1p2\", "
 			    "\"disk_name\": \"nvme0n1p2\", \"read_only\": false, \"state\": \"serving\", \"stopping_ms\": 0, "
 			    "\"waiting_ms\": 0, \"waiting_for\": \"\", \"nic_loss\": \"wait\", "
-			    "\"ifname\": \"eth0\", \"ifindex\": 2, \"driver\": \"\", \"vlan\": 0, "
+			    "\"ifname\": \"eth0\", \"ifindex\": 2, \"driver\": \"\", \"xdp_dropped\": 0, \"vlan\": 0, "
 			    "\"handoff_ifindex\": 9, "
 			    "\"addr\": \"10.0.2.15\", \"allow\": [], \"mtu\": 1500, \"cpu\": 1, "
 			    "\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
@@ -537,6 +537,7 @@ std::vector<char> list_message(int malformed)
 	mnl_attr_put(nlh, NETBLK_A_PAD, 0, nullptr);
 	mnl_attr_put_u64(nlh, NETBLK_A_SIZE, GiB + GiB / 2);
 	mnl_attr_put_u32(nlh, NETBLK_A_HANDOFF_IFINDEX, 12);
+	mnl_attr_put_u32(nlh, NETBLK_A_XDP_DROPPED, 3);
 	mnl_attr_put_u32(nlh, 200, 42);			// from a newer module
 	if (malformed == 1)
 		mnl_attr_put_u16(nlh, NETBLK_A_MTU, 1500);	// should be u32
@@ -569,6 +570,9 @@ void check_parse()
 	check_eq(i.device, "/dev/vdb", "parse device");
 	check(i.port == 7001 && i.read_only && i.ifname == "lo", "parse port, ro, ifname");
 	check(i.handoff_ifindex == 12, "parse handoff ifindex");
+	check(i.xdp_dropped == 3, "parse the dropped program's reopen");
+	check(format_instances_json({i}).find("\"xdp_dropped\": 3, ") != std::string::npos,
+	      "json xdp_dropped");
 	check_eq(format_ipv4(i.addr), "127.0.0.1", "parse addr");
 	check(i.size == GiB + GiB / 2, "parse size");
 	check(i.stat(NETBLK_S_REQUESTS) == 5 && i.stat(NETBLK_S_BYTES_COPIED) == 4096,
