@@ -39,6 +39,9 @@ Systems (the server guest's side, then the client guest's):
             a 4 KiB request is one datagram each way.  A WRITE that arrives
             in more than one of virtio-net's 3520-byte receive buffers is
             copied once on the server (docs/jumbo.md).
+  nvme-tcp-9000
+            nvme-tcp with both guests' link NICs at MTU 9000: the peer on
+            the same jumbo link as netblk-9000.
   local     fio on /dev/nvme0n1p1 inside the server guest: the disk's own
             limit (no client guest CPU).
   md-netblk, md-nvme-tcp
@@ -85,9 +88,9 @@ from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
-SYSTEMS = ("netblk", "netblk-9000", "nvme-tcp", "nbd", "aoe", "local", "md-netblk",
+SYSTEMS = ("netblk", "netblk-9000", "nvme-tcp", "nvme-tcp-9000", "nbd", "aoe", "local", "md-netblk",
            "md-nvme-tcp")
-JUMBO = 9000  # netblk-9000's link MTU, both guests (docs/jumbo.md)
+JUMBO = 9000  # netblk-9000's and nvme-tcp-9000's link MTU, both guests (docs/jumbo.md)
 DEV2 = "/dev/nvme0n1p2"  # the second member of the md rows' RAID1
 # md RAID1 over two devices of one system: the scale-out case (the rows' size: inside md's)
 MD_SYSTEMS = ("md-netblk", "md-nvme-tcp")
@@ -101,6 +104,7 @@ COPIES = {"netblk": "none: the NIC's pages go to the disk, the disk's to the NIC
           "netblk-9000": "WRITEs in more than one receive buffer (over 3412 bytes on virtio-net), "
                          "once into the slot's page; the rest none (counters)",
           "nvme-tcp": "WRITE data, socket to its pages; READ data sent from the bio's pages",
+          "nvme-tcp-9000": "WRITE data, socket to its pages; READ data sent from the bio's pages",
           "nbd": "all of it, twice: socket <-> nbd-server <-> page cache",
           "aoe": "all of it: raw socket <-> vblade (O_DIRECT to the disk)",
           "local": "-"}
@@ -155,15 +159,25 @@ class Link:
         log("bench: " + self.client.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60).strip())
         return self.client, "/dev/netblk0"
 
-    def jumbo_setup(self) -> tuple[Guest, str]:
+    def link_mtu(self, mtu: int) -> None:
         for g in (self.server, self.client):
-            g.check(f"ip link set eth1 mtu {JUMBO}")
+            g.check(f"ip link set eth1 mtu {mtu}")
+
+    def jumbo_setup(self) -> tuple[Guest, str]:
+        self.link_mtu(JUMBO)
         return self.netblk_setup()
 
     def jumbo_teardown(self) -> None:
         self.netblk_teardown()
-        for g in (self.server, self.client):
-            g.check("ip link set eth1 mtu 1500")
+        self.link_mtu(1500)
+
+    def nvme_jumbo_setup(self) -> tuple[Guest, str]:
+        self.link_mtu(JUMBO)
+        return self.nvme_setup()
+
+    def nvme_jumbo_teardown(self) -> None:
+        self.nvme_teardown()
+        self.link_mtu(1500)
 
     def netblk_counters(self) -> dict:
         inst = [i for i in json.loads(self.server.check("netblkctl list --json"))
@@ -397,8 +411,9 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
                ("server_cpu_us_per_req", "server guest CPU us/request (lower is better)"))
     fig, axes = plt.subplots(len(metrics), len(workloads),
                              figsize=(3 * len(workloads), 2.6 * len(metrics)), squeeze=False)
-    colours = {"netblk": "tab:green", "netblk-9000": "tab:olive", "nvme-tcp": "tab:blue", "nbd": "tab:orange",
-               "aoe": "tab:purple", "local": "tab:grey"}
+    colours = {"netblk": "tab:green", "netblk-9000": "tab:olive", "nvme-tcp": "tab:blue",
+               "nvme-tcp-9000": "tab:cyan", "nbd": "tab:orange", "aoe": "tab:purple",
+               "local": "tab:grey"}
     for col, (rw, bs, qd) in enumerate(workloads):
         for row, (key, label) in enumerate(metrics):
             ax = axes[row][col]
@@ -508,6 +523,7 @@ def run(a, systems: list[str], found: dict) -> int:
         steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
                  "netblk-9000": (link.jumbo_setup, link.jumbo_teardown),
                  "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
+                 "nvme-tcp-9000": (link.nvme_jumbo_setup, link.nvme_jumbo_teardown),
                  "nbd": (link.nbd_setup, link.nbd_teardown),
                  "aoe": (link.aoe_setup, link.aoe_teardown),
                  "local": (link.local_setup, lambda: None),
@@ -557,7 +573,7 @@ def run(a, systems: list[str], found: dict) -> int:
             "seconds_per_run": a.seconds, "rounds": a.rounds, "device": DEV,
             "device_bytes": DEV_SIZE,
             "guests": f"QEMU TCG, 2 vCPUs, 2048 MiB each; {a.nic} link NICs "
-                      f"({NIC_MODELS[a.nic][1]}), MTU 1500 (netblk-9000: {JUMBO}), "
+                      f"({NIC_MODELS[a.nic][1]}), MTU 1500 (netblk-9000, nvme-tcp-9000: {JUMBO}), "
                       "QEMU dgram netdev over 127.0.0.1",
             "fio": "--direct=1 --ioengine=libaio, in the client guest (local: the server guest)",
             "fio_start_exit_jiffies": link.start_cost,

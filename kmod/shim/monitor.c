@@ -232,15 +232,12 @@ static void netblk_reap(struct work_struct *work)
 	mutex_unlock(&netblk_lock);
 }
 
-static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, void *ptr)
+/*
+ * The reopens that drop a NIC's program, where its driver does: a close, and
+ * an MTU change while it is open.
+ */
+static void netblk_track_xdp_drops(unsigned long event, struct net_device *dev)
 {
-	/*
-	 * What may stop an instance, make it wait or let it serve again: the
-	 * reaper looks.  The MTU and MAC replies use are the worker's to
-	 * follow, each round.
-	 */
-	struct net_device *dev = netdev_notifier_info_to_dev(ptr);
-
 	switch (event) {
 	case NETDEV_DOWN:
 		if (netblk_nic_drops_xdp(dev))
@@ -254,6 +251,16 @@ static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, v
 		xa_erase(&netblk_xdp_dropped, dev->ifindex);	/* the number may be reused */
 		break;
 	}
+}
+
+static int netblk_netdev_event(struct notifier_block *nb, unsigned long event, void *ptr)
+{
+	/*
+	 * What may stop an instance, make it wait or let it serve again: the
+	 * reaper looks.  The MTU and MAC replies use are the worker's to
+	 * follow, each round.
+	 */
+	netblk_track_xdp_drops(event, netdev_notifier_info_to_dev(ptr));
 	switch (event) {
 	case NETDEV_UP:
 	case NETDEV_DOWN:

@@ -1322,6 +1322,23 @@ int end_signals_fd()
 	return sfd;
 }
 
+// For a command that runs until SIGINT or SIGTERM: a client for requests,
+// one joined to the events group, and end_signals_fd(); -1 (said, with the
+// exit status in `rc`) when one of them cannot be had.
+int open_event_loop(netblk_client &requests, netblk_client &events, int &rc)
+{
+	if (!connect(requests, rc) || !connect(events, rc))
+		return -1;
+	if (nl_status st = events.join_events(); !st.ok()) {
+		rc = failed(st);
+		return -1;
+	}
+	int sfd = end_signals_fd();
+	if (sfd < 0)
+		rc = exit_failed;
+	return sfd;
+}
+
 int cmd_watch(const std::vector<std::string_view> &argv)
 {
 	watch_options opt;
@@ -1331,14 +1348,9 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 	// One socket for the dumps, one that only receives events.
 	netblk_client dump, events;
 	int rc;
-	if (!connect(dump, rc) || !connect(events, rc))
-		return rc;
-	if (nl_status st = events.join_events(); !st.ok())
-		return failed(st);
-
-	int sfd = end_signals_fd();
+	int sfd = open_event_loop(dump, events, rc);
 	if (sfd < 0)
-		return exit_failed;
+		return rc;
 
 	std::vector<netblk_instance> prev, cur;
 	std::vector<netblk_attached> prev_att, cur_att;
@@ -1399,13 +1411,9 @@ int cmd_supervise(const std::vector<std::string_view> &argv)
 	}
 	netblk_client client, events;
 	int rc;
-	if (!connect(client, rc) || !connect(events, rc))
-		return rc;
-	if (nl_status st = events.join_events(); !st.ok())
-		return failed(st);
-	int sfd = end_signals_fd();
+	int sfd = open_event_loop(client, events, rc);
 	if (sfd < 0)
-		return exit_failed;
+		return rc;
 	xdp_quiet_libbpf();
 	constexpr int look_ms = 5000;
 	bool look = true;
