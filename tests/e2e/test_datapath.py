@@ -62,10 +62,14 @@ if _BPFTOOL:
 # (Debian's xdp-tools), loaded through libxdp's dispatcher by xdp-loader.
 _XDP_LOADER = host_elf("xdp-loader")
 _OTHER_XDP = Path(f"/usr/lib/{TRIPLET}/bpf/xdpfilt_alw_all.o")
+# netblk's own object, which xdp-loader attaches without multi-buffer
+# support (as an older netblk's program was)
+_NETBLK_XDP = "/root/netblk.bpf.o"
 _FILES = {}
 if _XDP_LOADER and arch_file(str(_OTHER_XDP)).exists():
     _PROGRAMS["/usr/sbin/xdp-loader"] = _XDP_LOADER
     _FILES[str(_OTHER_XDP)] = arch_file(str(_OTHER_XDP))
+    _FILES[_NETBLK_XDP] = ROOT / "build/bpf/netblk.bpf.o"
 GUEST_OPTIONS = {"extra_programs": _PROGRAMS, "extra_files": _FILES}
 
 
@@ -949,6 +953,39 @@ def test_the_nic_is_shared_with_another_xdp_program(netblk):
         status = g.check("xdp-loader status eth0")
         assert "xdpfilt_alw_all" in status and "netblk_xdp" not in status, status
     finally:
+        g.run("xdp-loader unload eth0 --all")
+    wait_xdp_gone(g)
+
+
+@pytest.mark.skipif(not _FILES, reason="xdp-tools is a test dependency (ci/install-deps.sh)")
+def test_a_program_without_multi_buffer_support_is_replaced(netblk):
+    """netblk_xdp on the NIC's dispatcher without multi-buffer support (an
+    older netblk's; here xdp-loader's, from netblk's own object) would keep
+    jumbo frames off the NIC: the next start replaces it with one that has
+    it, says so, and steers the NIC's other instances to the new one."""
+    g = netblk
+    start(g, P1, RW)
+    g.check("xdp-loader unload eth0 --all")	# RW's program: gone
+    g.check(f"xdp-loader load -m native eth0 {_NETBLK_XDP}")
+    try:
+        status = g.check("xdp-loader status eth0")
+        if "xdp_dispatcher" not in status:
+            pytest.skip("this kernel runs no libxdp dispatcher: xdp-loader attached alone")
+        old = re.search(r"netblk_xdp\D+(\d+)", status)	# its id
+        assert old, status
+        out = start(g, P2, RO, "ro")
+        assert f"netblk's XDP program on eth0 (id {old[1]}) had no multi-buffer support: " \
+            "replaced by one with it" in out, out
+        status = g.check("xdp-loader status eth0")
+        new = re.search(r"netblk_xdp\D+(\d+)", status)
+        assert status.count("netblk_xdp") == 1 and new and new[1] != old[1], status
+        data = os.urandom(8192)
+        with client(g, RW) as c:	# steered to the new program too
+            c.write(8192, data)
+            assert c.read(8192, len(data)) == data
+        assert client(g, RO).info().read_only
+    finally:
+        ctl(g, "stop", "all")
         g.run("xdp-loader unload eth0 --all")
     wait_xdp_gone(g)
 

@@ -560,6 +560,8 @@ int cmd_start(const std::vector<std::string_view> &argv)
 			fprintf(stderr, "netblkctl: %s\n", err.c_str());
 			return exit_failed;
 		}
+		if (!xdp.replaced().empty())
+			printf("netblk: %s\n", xdp.replaced().c_str());
 	}
 
 	netblk_instance inst;

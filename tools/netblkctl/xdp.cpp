@@ -187,6 +187,15 @@ struct nic_hook {
 	nic_hook &operator=(const nic_hook &) = delete;
 
 	bool legacy() const { return mp && xdp_multiprog__is_legacy(mp); }
+
+	// netblk_xdp is on the dispatcher without multi-buffer support (an
+	// older netblk's, or one xdp-loader loaded from netblk.bpf.o: libxdp
+	// then decides before libbpf flags an "xdp.frags" section), which
+	// keeps the whole dispatcher from frames in several buffers.
+	bool netblk_lacks_frags() const
+	{
+		return netblk && !legacy() && !xdp_program__xdp_frags_support(netblk);
+	}
 	xdp_attach_mode mode() const { return mp ? xdp_multiprog__attach_mode(mp) : XDP_MODE_UNSPEC; }
 
 	// Why netblk's program cannot join the hook; "" when it can (or is there).
@@ -324,14 +333,31 @@ nic_xdp::~nic_xdp()
 	netblk_bpf__destroy(skel_);
 }
 
+// Takes netblk_xdp off the NIC; "" when done, else why not.
+static std::string take_off(const nic_hook &hook, const std::string &ifname, unsigned ifindex)
+{
+	int err = xdp_program__detach(hook.netblk, static_cast<int>(ifindex), hook.mode(), 0);
+	if (err)
+		return "cannot take netblk's XDP program off " + ifname + ": " + libxdp_error_text(-err);
+	return {};
+}
+
 std::string nic_xdp::prepare(const std::string &ifname, unsigned ifindex)
 {
 	libxdp_set_print(libxdp_print);
 	nic_hook hook(ifindex);
 	if (std::string why = hook.refusal(ifname); !why.empty())
 		return why;
-	if (hook.netblk)
+	if (hook.netblk && !hook.netblk_lacks_frags())
 		return adopt(ifname, xdp_program__id(hook.netblk));
+	if (hook.netblk) {
+		// replaced: the caller steers the NIC's instances to the new one
+		if (std::string err = take_off(hook, ifname, ifindex); !err.empty())
+			return err;
+		replaced_ = "netblk's XDP program on " + ifname + " (id " +
+			    std::to_string(xdp_program__id(hook.netblk)) +
+			    ") had no multi-buffer support: replaced by one with it";
+	}
 	if (!have_bpffs())
 		return "no bpffs at /sys/fs/bpf, where libxdp keeps the XDP dispatcher: mount -t bpf "
 		       "bpf /sys/fs/bpf";
@@ -347,13 +373,9 @@ std::string nic_xdp::renew(const std::string &ifname, unsigned ifindex)
 			return hook.refusal(ifname);
 		// Replacing the dispatcher (or removing it, when netblk's was its
 		// only program) has the driver take a program again.
-		if (hook.netblk) {
-			int err = xdp_program__detach(hook.netblk, static_cast<int>(ifindex),
-						      hook.mode(), 0);
-			if (err)
-				return "cannot take netblk's XDP program off " + ifname + ": " +
-				       libxdp_error_text(-err);
-		}
+		if (hook.netblk)
+			if (std::string err = take_off(hook, ifname, ifindex); !err.empty())
+				return err;
 	}
 	return prepare(ifname, ifindex);
 }

@@ -72,10 +72,15 @@ public:
 	~nic_xdp();
 
 	// Makes sure the NIC runs netblk_xdp in native mode: finds an earlier
-	// instance's program, or adds one to the NIC's dispatcher.  "" when
-	// ready, else what is wrong (without the "netblkctl: " prefix).  Holds
-	// netblkctl's XDP lock from construction to destruction.
+	// instance's program, or adds one to the NIC's dispatcher -- also in
+	// place of an earlier one without multi-buffer support (replaced()
+	// says so; steer() the NIC's instances again).  "" when ready, else
+	// what is wrong (without the "netblkctl: " prefix).  Holds netblkctl's
+	// XDP lock from construction to destruction.
 	std::string prepare(const std::string &ifname, unsigned ifindex);
+
+	// What prepare() replaced, in words; "" when nothing.
+	const std::string &replaced() const { return replaced_; }
 
 	// prepare() after taking netblk_xdp off the NIC: for a NIC whose
 	// driver dropped the program while the kernel still shows it attached
@@ -98,4 +103,5 @@ private:
 	xdp_program *prog_ = nullptr;	// libxdp's handle of what attach() added
 	int ports_fd_ = -1, steer_fd_ = -1, allow_fd_ = -1;
 	bool own_map_fds_ = false;	// from bpf_map_get_fd_by_id, not the skeleton's
+	std::string replaced_;
 };
