@@ -3,7 +3,15 @@ counts, except a known one of the kernel's own drivers (FOREIGN_REPORTS),
 and that only whole and only while netblk.ko is not on its stack."""
 from __future__ import annotations
 
+import pytest
+
 from guest import kernel_trouble
+
+
+@pytest.fixture(autouse=True)
+def kernel_clean():
+    """conftest's, which boots a guest to look at after each test: no guest here."""
+    yield
 
 VMXNET3_RCU = """\
 [   64.237456] 

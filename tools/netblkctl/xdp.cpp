@@ -43,6 +43,13 @@ std::string errno_text(int err)
 	return s;
 }
 
+// While libxdp attaches, libbpf's messages are held back: on a kernel
+// without BTF libxdp's dispatcher fails to load (libbpf says so, verifier
+// log and all) and libxdp attaches the program alone -- no failure.  They
+// are printed only if the attach fails after all.
+bool hold_libbpf_messages = false;
+std::string held_libbpf_messages;
+
 // libbpf's own messages mostly start with "libbpf: " already.
 int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 {
@@ -60,7 +67,12 @@ int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
 	std::string_view msg = buf;
 	if (msg.starts_with("libbpf: "))
 		msg.remove_prefix(8);
-	return fprintf(stderr, "netblkctl: libbpf: %.*s", static_cast<int>(msg.size()), msg.data());
+	std::string line = "netblkctl: libbpf: " + std::string(msg);
+	if (hold_libbpf_messages) {
+		held_libbpf_messages += line;
+		return static_cast<int>(line.size());
+	}
+	return fprintf(stderr, "%s", line.c_str());
 }
 
 struct prog_desc {
@@ -439,7 +451,13 @@ std::string nic_xdp::attach(const std::string &ifname, unsigned ifindex)
 	// program, after libxdp has decided the dispatcher's: say it here.
 	if (int err = xdp_program__set_xdp_frags_support(prog_, true))
 		return "cannot load the XDP program: " + libxdp_error_text(-err);
-	if (int err = xdp_program__attach(prog_, static_cast<int>(ifindex), XDP_MODE_NATIVE, 0)) {
+	hold_libbpf_messages = true;
+	int err = xdp_program__attach(prog_, static_cast<int>(ifindex), XDP_MODE_NATIVE, 0);
+	hold_libbpf_messages = false;
+	std::string held = std::move(held_libbpf_messages);
+	held_libbpf_messages.clear();
+	if (err) {
+		fputs(held.c_str(), stderr);
 		std::string why = err == -EPERM || err == -EACCES
 					  ? errno_text(-err)
 					  : libxdp_error_text(-err) + attach_refusal_hint(ifname, err);
