@@ -414,30 +414,44 @@ xdp_steer_spec steer_spec(const netblk_instance &inst)
 	return s;
 }
 
-// The NIC's other instances, steered again: idempotent, and it matters when
-// the program was added anew (someone took off the one their ports were
-// steered by: bpftool net detach, xdp-loader unload --all).
+// The instances on NIC `ifindex` but port `skip`, steered again through
+// `xdp`: idempotent, and it matters when the program was added anew.  The
+// ports steered, as "7000, 7001".
+std::string steer_nic_again(nic_xdp &xdp, const std::vector<netblk_instance> &insts,
+			    uint32_t ifindex, std::optional<uint16_t> skip = std::nullopt)
+{
+	std::string ports;
+	for (const netblk_instance &i : insts) {
+		if (i.ifindex != ifindex || i.port == skip || i.stopping() || !i.handoff_ifindex)
+			continue;
+		if (int err = xdp.steer(steer_spec(i))) {
+			fprintf(stderr, "netblkctl: cannot steer port %u again: %s\n", i.port,
+				strerror(err));
+			continue;
+		}
+		ports += (ports.empty() ? "" : ", ") + std::to_string(i.port);
+	}
+	return ports;
+}
+
+// The NIC's other instances, steered again (someone took off the program
+// their ports were steered by: bpftool net detach, xdp-loader unload --all,
+// or start replaced it).
 void resteer_nic(netblk_client &client, nic_xdp &xdp, const netblk_instance &started)
 {
 	std::vector<netblk_instance> insts;
-	if (!client.list(insts).ok())
-		return;
-	for (const netblk_instance &i : insts)
-		if (i.ifindex == started.ifindex && i.port != started.port && i.handoff_ifindex)
-			if (int err = xdp.steer(steer_spec(i)))
-				fprintf(stderr, "netblkctl: cannot steer port %u again: %s\n", i.port,
-					strerror(err));
+	if (client.list(insts).ok())
+		steer_nic_again(xdp, insts, started.ifindex, started.port);
 }
 
 // The NICs whose driver dropped netblk's XDP program when they reopened
 // (vmxnet3: the kernel still shows it attached, the NIC runs nothing): each
 // gets a new program, every instance on it is steered again, and the module
-// is told, which has them serve again.  Says what it did; false when a NIC
-// could not be mended (it is tried again on the next call).
-bool readd_dropped_programs(netblk_client &client, const std::vector<netblk_instance> &insts)
+// is told, which has them serve again.  Says what it did; a NIC that could
+// not be mended is tried again on the next call.
+void readd_dropped_programs(netblk_client &client, const std::vector<netblk_instance> &insts)
 {
 	std::vector<uint32_t> done;
-	bool ok = true;
 	for (const netblk_instance &inst : insts) {
 		if (!inst.xdp_dropped || inst.stopping() ||
 		    std::find(done.begin(), done.end(), inst.ifindex) != done.end())
@@ -446,24 +460,11 @@ bool readd_dropped_programs(netblk_client &client, const std::vector<netblk_inst
 		nic_xdp xdp;
 		if (std::string err = xdp.renew(inst.ifname, inst.ifindex); !err.empty()) {
 			fprintf(stderr, "netblkctl: %s\n", err.c_str());
-			ok = false;
 			continue;
 		}
-		std::string ports;
-		for (const netblk_instance &i : insts) {
-			if (i.ifindex != inst.ifindex || i.stopping() || !i.handoff_ifindex)
-				continue;
-			if (int err = xdp.steer(steer_spec(i))) {
-				fprintf(stderr, "netblkctl: cannot steer port %u again: %s\n", i.port,
-					strerror(err));
-				ok = false;
-				continue;
-			}
-			ports += (ports.empty() ? "" : ", ") + std::to_string(i.port);
-		}
+		std::string ports = steer_nic_again(xdp, insts, inst.ifindex);
 		if (nl_status st = client.xdp_ready(inst.ifindex, inst.xdp_dropped); !st.ok()) {
 			fprintf(stderr, "netblkctl: %s: %s\n", inst.ifname.c_str(), st.text().c_str());
-			ok = false;
 			continue;
 		}
 		printf("netblk: %s: added netblk's XDP program again (%s dropped it when %s "
@@ -471,7 +472,6 @@ bool readd_dropped_programs(netblk_client &client, const std::vector<netblk_inst
 		       inst.ifname.c_str(), ports.c_str());
 		fflush(stdout);
 	}
-	return ok;
 }
 
 // start --exist-ok: the exit status when an instance already holds the
