@@ -125,6 +125,7 @@ static void netblk_host_free(struct netblk_attachment *att)
 {
 	netblk_host_core_destroy(att->core);
 	page_frag_cache_drain(&att->frags);
+	kvfree(att->tx);
 	kvfree(att->pending);
 	if (att->index >= 0)
 		ida_free(&netblk_host_ida, att->index);
@@ -176,6 +177,9 @@ int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
 	err = -ENOMEM;
 	att->pending = kvcalloc(NETBLK_HOST_PENDING, sizeof(*att->pending), GFP_KERNEL);
 	if (!att->pending)
+		goto free;
+	att->tx = kvzalloc(sizeof(*att->tx), GFP_KERNEL);
+	if (!att->tx)
 		goto free;
 	err = ida_alloc_max(&netblk_host_ida, MINORMASK / NETBLK_HOST_MINORS, GFP_KERNEL);
 	if (err < 0) {

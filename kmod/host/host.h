@@ -46,6 +46,12 @@
  * of its own.
  */
 #define NETBLK_HOST_BVECS		18
+/*
+ * Datagrams taken off the ring at once, and the most one send carries: a
+ * run of them of one size goes out in one UDP GSO send (one skb down the
+ * stack, segmented at the device), as QUIC stacks send theirs.
+ */
+#define NETBLK_HOST_TX_BATCH		64
 
 /* What ATTACH asks for; unset optional values are 0. */
 struct netblk_attach_params {
@@ -65,17 +71,30 @@ struct netblk_host_pending {
 	u8 *header_frag;	/* WRITE: the header again, in a page the skb may hold */
 	u32 len;		/* data bytes after the header */
 	u16 nr_bvecs;
-	bool spliced;		/* data pages go in the skb as they are */
+	bool spliced;		/* data pages may go in the skb as they are */
+	bool bounced;		/* the data was copied into pages of our own first */
 	struct bio_vec bvecs[NETBLK_HOST_BVECS];	/* each page held (get_page) */
+};
+
+/* The sender's batch, under tx_mutex: what one pass takes off the ring. */
+struct netblk_host_tx {
+	struct netblk_host_pending batch[NETBLK_HOST_TX_BATCH];
+	struct bio_vec bvecs[NETBLK_HOST_TX_BATCH * NETBLK_HOST_BVECS];	/* a run's, end to end */
+	struct kvec kvecs[NETBLK_HOST_TX_BATCH];	/* a run of headers alone */
+	bool gso_refused;	/* this kernel cannot segment on this route: one a send */
+	/* what the sends did, added to the counters at the next pass under the lock */
+	u64 in_place, copied, batched, errors;
 };
 
 /* The client's own counters; the lock's holder writes them. */
 struct netblk_host_shim_stats {
-	u64 bytes_in_place;	/* WRITE data sent from the request's own pages */
-	u64 bytes_copied;	/* WRITE data the socket copied (a page it may not hold) */
+	u64 bytes_in_place;	/* WRITE data the skbs took from the request's own pages */
+	/* WRITE data copied: a page the network may not hold, a device without scatter-gather */
+	u64 bytes_copied;
 	u64 read_bytes_copied;	/* READ data copied from the answers into the request's pages */
 	u64 tx_errors;		/* sends the socket refused (the timer sends them again) */
 	u64 tx_dropped;		/* datagrams not sent: no room to record them */
+	u64 tx_batched;		/* datagrams sent in one UDP GSO send with others */
 	u64 rx_datagrams;
 	u64 requests;
 	u64 errors;		/* requests ended with an error */
@@ -108,6 +127,7 @@ struct netblk_attachment {
 	struct work_struct resize_work;	/* the disk's capacity to info.size_bytes */
 	struct work_struct tx_work;	/* sends what softirqs recorded */
 	struct mutex tx_mutex;		/* one sender on the socket at a time */
+	struct netblk_host_tx *tx;	/* under tx_mutex */
 	struct socket *sock;
 	struct page_frag_cache frags;	/* WRITE headers (under lock) */
 

@@ -3,11 +3,13 @@
  * The block-device client's UDP socket: a kernel socket connected to the
  * instance, its answers taken in the socket's softirq (encap_rcv, as
  * WireGuard and VXLAN take theirs) and handed to the core; its datagrams
- * recorded under the attachment's lock and sent after it.  A WRITE's data
- * goes out from the request's own pages (MSG_SPLICE_PAGES: the skb holds
- * the pages, nothing is copied) unless the block layer gave a page the
- * network may not hold (slab memory), which the socket then copies.  A
- * READ answer's data is copied once, from the skb into the request's pages.
+ * recorded under the attachment's lock and sent after it, a run of them of
+ * one size in one UDP GSO send.  A WRITE's data goes out from the request's
+ * own pages (MSG_SPLICE_PAGES: the skb holds the pages, nothing is copied)
+ * unless the block layer gave a page the network may not hold (slab
+ * memory) or the route's device has no scatter-gather (virtio-net without
+ * checksum offload), when the socket copies it.  A READ answer's data is
+ * copied once, from the skb into the request's pages.
  *
  * The udp_tunnel module's helpers (udp_sock_create, setup_udp_tunnel_sock,
  * udp_tunnel_xmit_skb) are not used: a kernel without a tunnel driver (the
@@ -21,6 +23,7 @@
 #include <linux/net.h>
 #include <linux/netdevice.h>
 #include <linux/udp.h>
+#include <net/ip.h>
 #include <net/sock.h>
 #include <net/udp.h>
 #include <net/udp_tunnel.h>
@@ -78,6 +81,7 @@ static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk
 		bvec_set_page(&p->bvecs[p->nr_bvecs++], page, min_t(u32, PAGE_SIZE, len - done), 0);
 	}
 	iov_iter_bvec(&to, ITER_DEST, &p->bvecs[1], p->nr_bvecs - 1, len);
+	p->bounced = true;
 	rq_for_each_segment(bv, rq, iter) {
 		u32 n;
 
@@ -96,7 +100,6 @@ static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk
 		return false;
 	p->len = len;
 	p->spliced = true;
-	att->stats.bytes_copied += len;
 	return true;
 }
 
@@ -150,10 +153,6 @@ static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_h
 		return false;
 	p->len = len;
 	p->spliced = in_place;
-	if (in_place)
-		att->stats.bytes_in_place += len;
-	else
-		att->stats.bytes_copied += len;
 	return true;
 }
 
@@ -172,6 +171,7 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 	p->nr_bvecs = 0;
 	p->len = 0;
 	p->spliced = false;
+	p->bounced = false;
 	if (len && !netblk_host_take_data(att, p, tag, at, len)) {
 		netblk_host_release_pending(p);
 		att->stats.tx_dropped++;
@@ -182,49 +182,172 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 
 /* ---- sending, after the lock ---- */
 
-static int netblk_host_send_one(struct netblk_attachment *att, struct netblk_host_pending *p)
+/* A UDP payload's most: a GSO send is one IPv4 datagram until the device segments it. */
+#define NETBLK_HOST_GSO_BYTES	(IP_MAX_MTU - sizeof(struct iphdr) - sizeof(struct udphdr))
+static_assert(NETBLK_HOST_TX_BATCH <= UDP_MAX_SEGMENTS);
+
+static u32 netblk_host_datagram_bytes(const struct netblk_host_pending *p)
 {
-	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
-	struct kvec kv = { .iov_base = p->header, .iov_len = NETBLK_HOST_HEADER_SIZE };
+	return NETBLK_HOST_HEADER_SIZE + p->len;
+}
+
+/*
+ * How many of @p[0..@n) go out in one send: GSO cuts a payload into
+ * datagrams of the first one's size, so a run is datagrams of that size,
+ * the last one possibly shorter, all of one kind (headers alone, or data
+ * spliced or not).
+ */
+static u32 netblk_host_run_length(const struct netblk_host_tx *tx,
+				  const struct netblk_host_pending *p, u32 n)
+{
+	u32 size = netblk_host_datagram_bytes(p), total = size, i;
+
+	if (tx->gso_refused)
+		return 1;
+	for (i = 1; i < n; i++) {
+		u32 bytes = netblk_host_datagram_bytes(&p[i]);
+
+		if (bytes > size || !p[i].len != !p->len || p[i].spliced != p->spliced ||
+		    total + bytes > NETBLK_HOST_GSO_BYTES)
+			break;
+		total += bytes;
+		if (bytes < size)
+			return i + 1;
+	}
+	return i;
+}
+
+/* The route's device takes pages in its skbs (else the socket copies spliced data). */
+static bool netblk_host_route_sg(struct sock *sk)
+{
+	struct dst_entry *dst = sk_dst_get(sk);
+	bool sg = dst && dst->dev && (dst->dev->features & NETIF_F_SG);
+
+	dst_release(dst);
+	return sg;
+}
+
+/* The message of @n datagrams from @p: headers alone from a kvec each, data from bvecs. */
+static void netblk_host_fill_msg(struct netblk_host_tx *tx, struct msghdr *msg,
+				 const struct netblk_host_pending *p, u32 n)
+{
+	u32 i, nr = 0, bytes = 0;
 
 	if (!p->len) {
-		iov_iter_kvec(&msg.msg_iter, ITER_SOURCE, &kv, 1, kv.iov_len);
-		return sock_sendmsg(att->sock, &msg);
+		for (i = 0; i < n; i++)
+			tx->kvecs[i] = (struct kvec){ (void *)p[i].header, NETBLK_HOST_HEADER_SIZE };
+		iov_iter_kvec(&msg->msg_iter, ITER_SOURCE, tx->kvecs, n, n * NETBLK_HOST_HEADER_SIZE);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		memcpy(&tx->bvecs[nr], p[i].bvecs, p[i].nr_bvecs * sizeof(p[i].bvecs[0]));
+		nr += p[i].nr_bvecs;
+		bytes += netblk_host_datagram_bytes(&p[i]);
 	}
 	if (p->spliced)
-		msg.msg_flags |= MSG_SPLICE_PAGES;
-	iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, p->bvecs, p->nr_bvecs,
-		      NETBLK_HOST_HEADER_SIZE + p->len);
-	return sock_sendmsg(att->sock, &msg);
+		msg->msg_flags |= MSG_SPLICE_PAGES;
+	iov_iter_bvec(&msg->msg_iter, ITER_SOURCE, tx->bvecs, nr, bytes);
+}
+
+/* Send @n datagrams from @p in one sendmsg (UDP_SEGMENT when more than one); tally them. */
+static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_host_pending *p,
+				u32 n)
+{
+	struct netblk_host_tx *tx = att->tx;
+	union {
+		struct cmsghdr hdr;
+		u8 buf[CMSG_SPACE(sizeof(u16))];
+	} control;
+	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
+	bool in_place;
+	u32 i;
+	int err;
+
+	if (!att->sock)
+		return -ENOTCONN;
+	netblk_host_fill_msg(tx, &msg, p, n);
+	if (n > 1) {
+		control.hdr.cmsg_level = SOL_UDP;
+		control.hdr.cmsg_type = UDP_SEGMENT;
+		control.hdr.cmsg_len = CMSG_LEN(sizeof(u16));
+		*(u16 *)CMSG_DATA(&control.hdr) = netblk_host_datagram_bytes(p);
+		msg.msg_control = &control;
+		msg.msg_controllen = sizeof(control);
+	}
+	err = sock_sendmsg(att->sock, &msg);
+	if (err < 0)
+		return err;
+	in_place = p->spliced && netblk_host_route_sg(att->sock->sk);
+	for (i = 0; i < n; i++) {
+		if (in_place && !p[i].bounced)
+			tx->in_place += p[i].len;
+		else
+			tx->copied += p[i].len;
+	}
+	if (n > 1)
+		tx->batched += n;
+	return 0;
+}
+
+/* Send the @n datagrams of the batch, a run at a time, and let go of their pages. */
+static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
+{
+	struct netblk_host_tx *tx = att->tx;
+	u32 i, j, run;
+	int err;
+
+	for (i = 0; i < n; i += run) {
+		run = netblk_host_run_length(tx, &tx->batch[i], n - i);
+		err = netblk_host_send_run(att, &tx->batch[i], run);
+		if (err < 0 && run > 1) {
+			/*
+			 * A kernel before 6.11 segments only for a device with
+			 * checksum offload (-EIO); an IPsec route never (-EIO).
+			 */
+			if (err == -EIO || err == -EINVAL)
+				tx->gso_refused = true;
+			run = 1;	/* this one alone; the rest in runs again */
+			err = netblk_host_send_run(att, &tx->batch[i], run);
+		}
+		if (err < 0)
+			tx->errors += run;	/* the timer sends them again */
+		for (j = i; j < i + run; j++)
+			netblk_host_release_pending(&tx->batch[j]);
+	}
+}
+
+/* Take up to a batch off the ring, and count what the last one did; 0: nothing left. */
+static u32 netblk_host_take_batch(struct netblk_attachment *att)
+{
+	struct netblk_host_tx *tx = att->tx;
+	u32 n;
+
+	spin_lock_bh(&att->lock);
+	att->stats.bytes_in_place += tx->in_place;
+	att->stats.bytes_copied += tx->copied;
+	att->stats.tx_batched += tx->batched;
+	att->stats.tx_errors += tx->errors;
+	tx->in_place = tx->copied = tx->batched = tx->errors = 0;
+	for (n = 0; n < NETBLK_HOST_TX_BATCH && att->pending_count; n++) {
+		struct netblk_host_pending *p = &att->pending[att->pending_head];
+
+		tx->batch[n] = *p;
+		p->nr_bvecs = 0;
+		p->header_frag = NULL;
+		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
+		att->pending_count--;
+	}
+	spin_unlock_bh(&att->lock);
+	return n;
 }
 
 void netblk_host_send_pending(struct netblk_attachment *att)
 {
-	struct netblk_host_pending p;
-	int err;
+	u32 n;
 
 	mutex_lock(&att->tx_mutex);
-	for (;;) {
-		spin_lock_bh(&att->lock);
-		if (!att->pending_count) {
-			spin_unlock_bh(&att->lock);
-			break;
-		}
-		p = att->pending[att->pending_head];
-		att->pending[att->pending_head].nr_bvecs = 0;
-		att->pending[att->pending_head].header_frag = NULL;
-		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
-		att->pending_count--;
-		spin_unlock_bh(&att->lock);
-
-		err = att->sock ? netblk_host_send_one(att, &p) : -ENOTCONN;
-		netblk_host_release_pending(&p);
-		if (err < 0) {
-			spin_lock_bh(&att->lock);
-			att->stats.tx_errors++;	/* the timer sends it again */
-			spin_unlock_bh(&att->lock);
-		}
-	}
+	while ((n = netblk_host_take_batch(att)))
+		netblk_host_send_batch(att, n);
 	mutex_unlock(&att->tx_mutex);
 }
 

@@ -727,6 +727,7 @@ static const struct {
 	NETBLK_HS_CORE(NETBLK_HS_CHANGED, changed),
 	NETBLK_HS_CORE(NETBLK_HS_RESIZES, resizes),
 	NETBLK_HS_CORE(NETBLK_HS_SPURIOUS, spurious),
+	NETBLK_HS_SHIM(NETBLK_HS_TX_BATCHED, tx_batched),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

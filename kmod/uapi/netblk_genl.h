@@ -321,8 +321,8 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_RTO_NS,		/* a gauge: the resend timeout now */
 	NETBLK_HS_OUTSTANDING,		/* a gauge */
 	NETBLK_HS_QUEUED,		/* a gauge: datagrams waiting for the window */
-	NETBLK_HS_BYTES_IN_PLACE,	/* WRITE data sent from the request's pages */
-	NETBLK_HS_BYTES_COPIED,		/* WRITE data the socket had to copy */
+	NETBLK_HS_BYTES_IN_PLACE,	/* WRITE data the skbs took from the request's pages */
+	NETBLK_HS_BYTES_COPIED,		/* WRITE data copied on its way out */
 	NETBLK_HS_READ_BYTES_COPIED,	/* READ data copied from answers */
 	NETBLK_HS_TX_ERRORS,
 	NETBLK_HS_TX_DROPPED,
@@ -335,6 +335,7 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_CHANGED,
 	NETBLK_HS_RESIZES,		/* times the server said, after a restart, the device grew */
 	NETBLK_HS_SPURIOUS,		/* timeouts the first send's answer proved needless */
+	NETBLK_HS_TX_BATCHED,		/* datagrams sent in one UDP GSO send with others */
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

@@ -17,8 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 
-from guest import (ARCH, Guest, GuestError, free_udp_port, kernel_has, kernel_trouble,  # noqa: E402
-                   link_args, multibuffer_xdp)
+from guest import (ARCH, NIC, Guest, GuestError, free_udp_port, kernel_has,  # noqa: E402
+                   kernel_trouble, link_args, multibuffer_xdp)
 from nbtest import host_elf  # noqa: E402
 
 LOAD = (ROOT / "build" / "arm64" / "netblk-load" if ARCH == "arm64"
@@ -174,7 +174,20 @@ def test_attach_mkfs_mount_and_every_file_reads_back_after_fsck(attached):
     assert "/dev/netblk0: " + SERVER_IP in text, text
     dev = json.loads(c.check("netblkctl list --attached --json"))[0]
     assert dev["disk"] == "netblk0" and dev["addr"] == SERVER_IP and dev["port"] == PORT, dev
-    assert dev["stats"]["errors"] == 0 and dev["stats"]["bytes_in_place"] > 1 << 20, dev
+    st = dev["stats"]
+    assert st["errors"] == 0 and st["tx_errors"] == 0, dev
+    # WRITE data leaves from the requests' pages where the link NIC takes
+    # pages (scatter-gather: vmxnet3); virtio-net on QEMU's dgram netdev
+    # offers no checksum offload, so no scatter-gather, and the socket
+    # copies -- the counters must say which, not claim what did not happen
+    if NIC == "vmxnet3":
+        assert st["bytes_in_place"] > 1 << 20, dev
+    else:
+        assert st["bytes_in_place"] == 0 and st["bytes_copied"] > 1 << 20, dev
+    # a multi-datagram WRITE goes down in one UDP GSO send (6.11 on; before
+    # it, only over a NIC with checksum offload)
+    gso = NIC == "vmxnet3" or not c.check("uname -r").startswith("6.1.")
+    assert (st["tx_batched"] > 0) if gso else st["tx_batched"] == 0, json.dumps(st)
     assert dev["latency"]["count"] > 0 and dev["stats"]["completed"] > 0, dev
     prom = c.check("netblkctl stats --prometheus")
     assert f'netblk_host_requests_total{{disk="netblk0",server="{SERVER_IP}:{PORT}"}}' in prom
@@ -468,9 +481,12 @@ def test_fio_verifies_through_loss_duplication_and_reordering(attached, server):
         clear_link(c)
     assert rc == 0, out
     job = json.loads(out[out.index("{"):])["jobs"][0]
-    # every batch of 64 written was read back: at least one, whatever the machine's speed
+    # every batch of 64 written was read back: at least one, whatever the
+    # machine's speed; when the time is up, the last batch and the queue's
+    # depth (32) of writes already in flight may be left unread
+    print(f"fio: {job['write']['total_ios']} writes, {job['read']['total_ios']} read back")
     assert job["read"]["total_ios"] >= 64 and \
-        job["read"]["total_ios"] >= job["write"]["total_ios"] - 64, job
+        job["read"]["total_ios"] >= job["write"]["total_ios"] - 64 - 32, job
     text = c.check("netblkctl list")
     assert "requests " in text and "(errors 0)" in text, text
     st = server_stats(server, PORT)

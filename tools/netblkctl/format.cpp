@@ -508,7 +508,8 @@ std::string format_attached_text(const netblk_attached &att)
 	o << "  write data sent in place " << format_size(st(NETBLK_HS_BYTES_IN_PLACE))
 	  << ", copied " << format_size(st(NETBLK_HS_BYTES_COPIED)) << "; read data copied "
 	  << format_size(st(NETBLK_HS_READ_BYTES_COPIED)) << "; send errors "
-	  << st(NETBLK_HS_TX_ERRORS) << ", dropped " << st(NETBLK_HS_TX_DROPPED) << "\n";
+	  << st(NETBLK_HS_TX_ERRORS) << ", dropped " << st(NETBLK_HS_TX_DROPPED)
+	  << "; datagrams sent batched " << st(NETBLK_HS_TX_BATCHED) << "\n";
 	o << "  " << format_latency_line(att.latency, "queued to answered") << "\n";
 	return o.str();
 }
@@ -603,6 +604,7 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_CHANGED, "changed"},
 	{NETBLK_HS_RESIZES, "resizes"},
 	{NETBLK_HS_SPURIOUS, "spurious"},
+	{NETBLK_HS_TX_BATCHED, "tx_batched"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

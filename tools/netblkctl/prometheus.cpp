@@ -327,6 +327,8 @@ const struct {
 	 "Datagrams sent again in a new session."},
 	{"netblk_host_window_decreases_total", NETBLK_HS_WINDOW_DECREASES,
 	 "Times the window of datagrams outstanding was halved (a loss, an EAGAIN)."},
+	{"netblk_host_datagrams_batched_total", NETBLK_HS_TX_BATCHED,
+	 "Datagrams sent in one UDP GSO send with others (one skb down the stack for the lot)."},
 	{"netblk_host_send_errors_total", NETBLK_HS_TX_ERRORS,
 	 "Sends the socket refused (the resend timer sends them again)."},
 	{"netblk_host_outages_total", NETBLK_HS_OUTAGES,

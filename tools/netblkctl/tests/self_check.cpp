@@ -1561,6 +1561,7 @@ void check_attached_text()
 	a.stats[NETBLK_HS_SESSIONS_OPENED] = 2;
 	a.stats[NETBLK_HS_RENUMBERED] = 4;
 	a.stats[NETBLK_HS_BYTES_IN_PLACE] = 4300000;
+	a.stats[NETBLK_HS_TX_BATCHED] = 3900;
 	check_eq(format_attached(a),
 		 "netblk: /dev/netblk0 is 10.9.0.1:7000 (256 MiB, read-write), 1024 bytes a datagram",
 		 "attach line");
@@ -1574,7 +1575,7 @@ void check_attached_text()
 		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0\n"
 		 "  resized 0 times, requests failed at once 0\n"
 		 "  write data sent in place 4.1 MiB, copied 0 B; read data copied 0 B;"
-		 " send errors 0, dropped 0\n"
+		 " send errors 0, dropped 0; datagrams sent batched 3900\n"
 		 "  service time us (queued to answered): n/a\n", "attached list text");
 	a.read_only = true;
 	a.timeout_ms = 5000;
@@ -1609,7 +1610,8 @@ void check_attached_text()
 					   "restart; I/O fails, nothing is written to it: detach it\n") !=
 	      std::string::npos, "attached stopped");
 	check(format_attached_json({a}).find("\"unreachable\": 1, \"outages\": 1, \"failed_fast\": 7, "
-					     "\"changed\": 1, \"resizes\": 0, \"spurious\": 0}") != std::string::npos,
+					     "\"changed\": 1, \"resizes\": 0, \"spurious\": 0, "
+					     "\"tx_batched\": 3900}") != std::string::npos,
 	      "attached json: unreachable, changed");
 
 	/* watch: its rates over an interval */
