@@ -200,7 +200,8 @@ class Link:
         """A subsystem with namespace k+1 on devs[k], a TCP port, a
         controller on the client: the namespaces' devices there, in order."""
         sub, port = f"{NVMET}/subsystems/{NQN}", f"{NVMET}/ports/1"
-        cmds = ["modprobe nvmet_tcp", "(mountpoint -q /sys/kernel/config || "
+        # configfs stays mounted after the first nvme row (no mountpoint(1) in the guest)
+        cmds = ["modprobe nvmet_tcp", "(grep -qs ' /sys/kernel/config configfs ' /proc/mounts || "
                 "mount -t configfs none /sys/kernel/config)", f"mkdir {sub}",
                 f"echo 1 > {sub}/attr_allow_any_host"]
         for nsid, dev in enumerate(devs, 1):
