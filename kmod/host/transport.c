@@ -301,8 +301,9 @@ static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
 		err = netblk_host_send_run(att, &tx->batch[i], run);
 		if (err < 0 && run > 1) {
 			/*
-			 * A kernel before 6.11 segments only for a device with
-			 * checksum offload (-EIO); an IPsec route never (-EIO).
+			 * 6.1 segments only for a device with checksum offload
+			 * (-EIO; 6.12 segments in software), an IPsec route
+			 * never (-EIO): one datagram a send from now on.
 			 */
 			if (err == -EIO || err == -EINVAL)
 				tx->gso_refused = true;
