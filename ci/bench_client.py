@@ -188,6 +188,7 @@ class Link:
                 "client_write_bytes_in_place": att["bytes_in_place"],
                 "client_write_bytes_copied": att["bytes_copied"],
                 "client_read_bytes_copied": att["read_bytes_copied"],
+                "client_datagrams_batched": att["tx_batched"],
                 "client_resends": att["timeouts"] + att["fast_resends"] + att["busy"],
                 "client_errors": att["errors"]}
 
