@@ -559,10 +559,8 @@ std::vector<std::string> xdp_release_unused(const std::vector<uint32_t> &in_use)
 		nic_hook hook(n->if_index);
 		if (!hook.netblk)
 			continue;
-		int err = xdp_program__detach(hook.netblk, static_cast<int>(n->if_index), hook.mode(), 0);
-		if (err)
-			errors.push_back(std::string("cannot remove netblk's XDP program from ") +
-					 n->if_name + ": " + libxdp_error_text(-err));
+		if (std::string err = take_off(hook, n->if_name, n->if_index); !err.empty())
+			errors.push_back(err);
 	}
 	if_freenameindex(nics);
 	return errors;
