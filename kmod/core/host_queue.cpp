@@ -238,7 +238,8 @@ void host_queue::finish(u32 i, u64 now_ns)
 	piece &p = pieces_[i];
 	u32 tag = p.tag;
 
-	sample_rtt(p, now_ns);
+	if (!sample_rtt(p, now_ns) && p.timed_out)
+		remember_resent(p, now_ns);
 	window_.answered(p.chunks);
 	answered_no_ = max(answered_no_, p.sent_no);
 	release(i);
@@ -261,24 +262,59 @@ void host_queue::request_over(u32 tag)
  * Karn: the answer to a datagram sent more than once times neither send --
  * unless it came too soon after a resend for the resend's (half the fastest
  * round trip): then it is the first send's, and the timeout that resent it
- * was spurious.
+ * was spurious.  Returns whether it was.
  */
-void host_queue::sample_rtt(piece &p, u64 now_ns)
+bool host_queue::sample_rtt(piece &p, u64 now_ns)
 {
 	u64 min_rtt = rto_.min_rtt_ns();
 
 	if (now_ns < p.sent_ns)
-		return;
+		return false;
 	if (p.sends == 1) {
 		rto_.sample(now_ns - p.sent_ns);
-		return;
+		return false;
 	}
 	if (p.sends == 2 && p.timed_out && min_rtt && now_ns - p.sent_ns < min_rtt / 2) {
-		add_once(counters_.spurious, 1);
-		if (window_.decreases() == timeout_cut_)
-			window_.undo();	/* the last halving was this timeout's */
-		rto_.sample(now_ns - p.first_sent_ns);
+		timeout_was_needless(now_ns - p.first_sent_ns);
+		return true;
 	}
+	return false;
+}
+
+void host_queue::timeout_was_needless(u64 rtt_ns)
+{
+	add_once(counters_.spurious, 1);
+	if (window_.decreases() == timeout_cut_)
+		window_.undo();	/* the last halving was a timeout's */
+	rto_.sample(rtt_ns);
+}
+
+/*
+ * Keep what a second answer to it would prove: under a queue that
+ * stretches round trips past the timeout (a slow receiver draining a
+ * window), the first send's answer comes later than half the fastest
+ * round trip after the resend, and only the instance's answer to the
+ * duplicate tells that nothing was lost.
+ */
+void host_queue::remember_resent(const piece &p, u64 now_ns)
+{
+	resent_done &r = resent_[p.seq % resent_slots];
+
+	r.seq = p.seq;
+	r.op = p.op;
+	r.rtt_ns = now_ns > p.first_sent_ns ? now_ns - p.first_sent_ns : 0;
+}
+
+/* A stray answer: the second to a number done after a timeout resent it? */
+void host_queue::second_answer(const header &h)
+{
+	resent_done &r = resent_[h.seq % resent_slots];
+
+	if (!h.seq || r.seq != h.seq || h.op != (r.op | op_reply_bit) ||
+	    h.status == status_enotconn)
+		return;
+	r.seq = 0;	/* once: a READ's other chunks prove nothing more */
+	timeout_was_needless(r.rtt_ns);
 }
 
 void host_queue::fail_request(u32 tag, u16 status)
@@ -337,12 +373,14 @@ host_answer host_queue::answer(const header &h, u32 data_len, void *frame, u64 n
 	u32 i = h.seq ? by_seq_[h.seq % seq_slots] : none;
 
 	if (i == none || pieces_[i].seq != h.seq || h.op != (pieces_[i].op | op_reply_bit)) {
+		second_answer(h);
 		add_once(counters_.stray, 1);
 		return host_answer::stray;
 	}
 
 	piece &p = pieces_[i];
 
+	answered_ns_ = now_ns;	/* the instance is there: the timers run from now */
 	if (h.status == status_eagain) {
 		if (p.list != list_outstanding)
 			return host_answer::duplicate;	/* one back-off per send */
@@ -438,8 +476,9 @@ u64 host_queue::expire(u64 now_ns)
 	while (lists_[list_outstanding].head != none) {
 		u32 i = lists_[list_outstanding].head;
 		piece &p = pieces_[i];
+		u64 since = max(p.sent_ns, answered_ns_);
 
-		if (now_ns < p.sent_ns || now_ns - p.sent_ns < timeout)
+		if (now_ns < since || now_ns - since < timeout)
 			break;
 		u64 cuts = window_.decreases();
 
@@ -471,7 +510,8 @@ u64 host_queue::expire(u64 now_ns)
 	if (deadline && (!next || deadline < next))
 		next = deadline;
 	if (lists_[list_outstanding].head != none) {
-		u64 due = pieces_[lists_[list_outstanding].head].sent_ns + rto_.timeout_ns();
+		u64 due = max(pieces_[lists_[list_outstanding].head].sent_ns, answered_ns_) +
+			  rto_.timeout_ns();
 
 		if (!next || due < next)
 			next = due;
@@ -504,6 +544,8 @@ void host_queue::reopen()
 	}
 	next_seq_ = oldest_seq_ = 1;
 	answered_no_ = counters_.sends;	/* sends of the old session overtake nothing */
+	for (resent_done &r : resent_)
+		r.seq = 0;		/* its numbers start again */
 	add_once(counters_.reopened, 1);
 }
 

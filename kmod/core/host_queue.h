@@ -15,11 +15,20 @@
  *    the slots, never asks for more than the instance holds; resends go
  *    before new ones.
  *  - Silence for rto_estimator's timeout: resent, and the window halves.
+ *    Silence counts from its send, or from the latest answer to anything
+ *    outstanding when that is later -- TCP restarts its timer on every ACK
+ *    of new data (RFC 6298 5.3) -- so that while answers keep coming, the
+ *    last datagrams of a window that a slow receiver drains in turn are not
+ *    taken for lost; one lost among them is overtaken (below) instead.
  *    An answer that comes sooner after the resend than half the fastest
  *    round trip ever seen is the first send's: the timeout was spurious
  *    (a round trip in the tail, not a loss), so the halving is undone and
  *    the round trip from the first send is sampled -- what RFC 3522's Eifel
- *    does with TCP timestamps, which the protocol does not carry.
+ *    does with TCP timestamps, which the protocol does not carry.  So is
+ *    one whose number is answered a second time after it was done: both
+ *    sends got through (RFC 3708's detection, the instance's answer to the
+ *    duplicate standing in for TCP's DSACK) -- the round trip that a queue
+ *    in the path stretched past the timeout is learnt, not taken for loss.
  *    Overtaken -- one sent a window after it was answered and it was not
  *    (the window it was sent in: one that grows meanwhile does not move the
  *    mark) -- resent at once (fast resend), the window halves.
@@ -71,7 +80,8 @@ struct host_config {
 struct host_counters {
 	u64 sends;		/* datagrams sent, resends included */
 	u64 timeouts;		/* resends after silence */
-	u64 spurious;		/* of those, answered by the first send: no loss */
+	/* of those, proved needless -- the first send answered: no loss */
+	u64 spurious;
 	u64 fast_resends;	/* resends of overtaken datagrams */
 	u64 busy;		/* EAGAIN answers */
 	u64 stray;		/* answers to no datagram outstanding: late, or malformed */
@@ -216,6 +226,13 @@ private:
 		bool active;
 	};
 
+	/* A datagram done after a timeout resent it: a second answer may come. */
+	struct resent_done {
+		u64 seq;		/* 0: none */
+		u64 rtt_ns;		/* first send to first answer: at least the timeout */
+		u8 op;
+	};
+
 	struct list {
 		u32 head, tail, count;
 		u32 slots;	/* the instance's slots its pieces take: their chunks */
@@ -223,6 +240,7 @@ private:
 
 	static constexpr u32 none = ~0u;
 	static constexpr u32 seq_slots = 2 * seq_span;
+	static constexpr u32 resent_slots = 64;	/* by seq: the latest resent ones done */
 
 	void link_tail(list_id l, u32 i);
 	void link_head(list_id l, u32 i);
@@ -235,7 +253,10 @@ private:
 	void forget_seq(piece &p);
 	void release(u32 i);
 	void finish(u32 i, u64 now_ns);
-	void sample_rtt(piece &p, u64 now_ns);
+	bool sample_rtt(piece &p, u64 now_ns);
+	void remember_resent(const piece &p, u64 now_ns);
+	void second_answer(const header &h);
+	void timeout_was_needless(u64 rtt_ns);
 	void fail_request(u32 tag, u16 status);
 	void resend_soon(u32 i);
 	void resend_overtaken();
@@ -253,9 +274,11 @@ private:
 	u64 next_seq_ = 1;
 	u64 oldest_seq_ = 1;		/* no number below it is outstanding */
 	u64 answered_no_ = 0;		/* the newest send (by sent_no) answered */
+	u64 answered_ns_ = 0;		/* when an outstanding datagram was last answered */
 	u64 rng_ = 0;
 	u32 barrier_ = none;		/* add_first()'s request: nothing else goes meanwhile */
 	u64 timeout_cut_ = 0;		/* window_.decreases() after a timeout's halving */
+	resent_done resent_[resent_slots] = {};
 	rto_estimator rto_ = {};
 	send_window window_ = {};
 	host_counters counters_ = {};

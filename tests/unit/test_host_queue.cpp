@@ -294,6 +294,90 @@ TEST_F(Queue, ATimeoutTheFirstSendsAnswerProvesSpuriousUndoesTheHalvingAndIsTime
 	EXPECT_EQ(q.window().limit(), window / 2);
 }
 
+TEST_F(Queue, ASecondAnswerToOneDoneAfterATimeoutProvesTheTimeoutNeedless)
+{
+	start(config(64, 64));
+	for (u32 i = 0; i < 20; i++) {
+		add_write(i, 1024 * i);
+		auto d = send();
+		now += 3 * ms;
+		ASSERT_EQ(reply(d[0]), host_answer::done);
+	}
+	u32 window = q.window().limit();
+
+	/* a queue in the path holds it past the timeout: resent, the window halves ... */
+	add_write(30, 0);
+	auto d = send();
+	now += q.rto().timeout_ns();
+	q.expire(now);
+	ASSERT_EQ(send().size(), 1u);
+	EXPECT_EQ(q.window().limit(), window / 2);
+	/* ... its first answer a round trip after the resend: either send's, for all it says */
+	now += 3 * ms;
+	ASSERT_EQ(reply(d[0]), host_answer::done);
+	EXPECT_EQ(q.counters().spurious, 0u);
+	EXPECT_EQ(q.window().limit(), window / 2);
+	/* the instance answers the other send too: both got through, nothing was lost */
+	now += 1 * ms;
+	EXPECT_EQ(reply(d[0]), host_answer::stray);
+	EXPECT_EQ(q.counters().spurious, 1u);
+	EXPECT_EQ(q.window().limit(), window);
+	EXPECT_GT(q.rto().srtt_ns(), 3 * ms) << "the stretched round trip is learnt";
+	/* a third answer (the network duplicated one) proves nothing more */
+	EXPECT_EQ(reply(d[0]), host_answer::stray);
+	EXPECT_EQ(q.counters().spurious, 1u);
+	EXPECT_EQ(q.counters().stray, 2u);
+
+	/* a lost first send: one answer, nothing undone */
+	add_write(31, 0);
+	d = send();
+	now += q.rto().timeout_ns();
+	q.expire(now);
+	ASSERT_EQ(send().size(), 1u);
+	now += 3 * ms;
+	ASSERT_EQ(reply(d[0]), host_answer::done);
+	EXPECT_EQ(q.counters().spurious, 1u);
+	EXPECT_EQ(q.window().limit(), window / 2);
+}
+
+TEST_F(Queue, WhileAnswersKeepComingTheLastOfAWindowIsNotTakenForLost)
+{
+	start(config(64, 64));
+	for (u32 i = 0; i < 20; i++) {
+		add_write(i, 1024 * i);
+		auto d = send();
+		now += 3 * ms;
+		ASSERT_EQ(reply(d[0]), host_answer::done);
+	}
+	u64 step = q.rto().timeout_ns() - 1 * ms;
+
+	/* a slow receiver drains a window: each answer comes a little under the
+	 * timeout after the one before, the last ones long after their sends */
+	for (u32 i = 0; i < 8; i++)
+		add_write(20 + i, 1024 * i);
+	auto d = send();
+	ASSERT_EQ(d.size(), 8u);
+	for (const host_datagram &x : d) {
+		now += step;
+		q.expire(now);
+		EXPECT_TRUE(send().empty()) << "nothing resent while answers keep coming";
+		reply(x);
+	}
+	EXPECT_EQ(q.counters().timeouts, 0u);
+	EXPECT_EQ(done.size(), 28u);
+
+	/* silence: the timeout runs from the later of the send and the last answer */
+	add_write(40, 0);
+	ASSERT_EQ(send().size(), 1u);
+	now += q.rto().timeout_ns() - 1;
+	q.expire(now);
+	EXPECT_EQ(q.counters().timeouts, 0u);
+	now += 1;
+	q.expire(now);
+	EXPECT_EQ(q.counters().timeouts, 1u);
+	EXPECT_EQ(send().size(), 1u);
+}
+
 TEST_F(Queue, AnswersToDatagramsSentOnceTimeTheRoundTrip)
 {
 	start(config());
