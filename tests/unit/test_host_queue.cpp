@@ -216,6 +216,29 @@ protected:
 		ASSERT_TRUE(q.add(tag, op_write, offset, 1024, 0, at, now));
 	}
 
+	/* Writes of tags 0-19 answered @rtt after their sends: the estimator learns it. */
+	void learn_round_trip(u64 rtt)
+	{
+		for (u32 i = 0; i < 20; i++) {
+			add_write(i, 1024 * i);
+			auto d = send();
+			ASSERT_EQ(d.size(), 1u);
+			now += rtt;
+			ASSERT_EQ(reply(d[0]), host_answer::done);
+		}
+	}
+
+	/* A write of @tag sent, then resent after the timeout: its first send. */
+	host_datagram timed_out_write(u32 tag)
+	{
+		add_write(tag, 0);
+		auto d = send();
+		now += q.rto().timeout_ns();
+		q.expire(now);
+		EXPECT_EQ(send().size(), 1u) << "resent";
+		return d.at(0);
+	}
+
 	host_queue q;
 	u64 now = 1 * sec;
 	std::vector<completion> done;
@@ -257,39 +280,24 @@ TEST_F(Queue, NumberedAtTheFirstSendAndResentUnderTheSameNumberAfterSilence)
 TEST_F(Queue, ATimeoutTheFirstSendsAnswerProvesSpuriousUndoesTheHalvingAndIsTimed)
 {
 	start(config(64, 64));
-	/* round trips of 3 ms teach the fastest one */
-	for (u32 i = 0; i < 20; i++) {
-		add_write(i, 1024 * i);
-		auto d = send();
-		now += 3 * ms;
-		ASSERT_EQ(reply(d[0]), host_answer::done);
-	}
+	learn_round_trip(3 * ms);	/* and the fastest one */
 	u32 window = q.window().limit();
-	u64 rto = q.rto().timeout_ns();
 
 	/* one in the tail: its timeout resends it, the window halves ... */
-	add_write(30, 0);
-	auto d = send();
-	now += rto;
-	q.expire(now);
-	ASSERT_EQ(send().size(), 1u);
+	host_datagram d = timed_out_write(30);
 	EXPECT_EQ(q.counters().timeouts, 1u);
 	EXPECT_EQ(q.window().limit(), window / 2);
 	/* ... and the answer comes 0.1 ms after the resend: the first send's */
 	now += 100000;
-	ASSERT_EQ(reply(d[0]), host_answer::done);
+	ASSERT_EQ(reply(d), host_answer::done);
 	EXPECT_EQ(q.counters().spurious, 1u);
 	EXPECT_EQ(q.window().limit(), window);
 	EXPECT_GT(q.rto().srtt_ns(), 3 * ms);	/* its whole round trip was sampled */
 
 	/* a real loss: the answer a round trip after the resend; nothing undone */
-	add_write(31, 0);
-	d = send();
-	now += q.rto().timeout_ns();
-	q.expire(now);
-	ASSERT_EQ(send().size(), 1u);
+	d = timed_out_write(31);
 	now += 3 * ms;
-	ASSERT_EQ(reply(d[0]), host_answer::done);
+	ASSERT_EQ(reply(d), host_answer::done);
 	EXPECT_EQ(q.counters().spurious, 1u);
 	EXPECT_EQ(q.window().limit(), window / 2);
 }
@@ -297,58 +305,33 @@ TEST_F(Queue, ATimeoutTheFirstSendsAnswerProvesSpuriousUndoesTheHalvingAndIsTime
 TEST_F(Queue, ASecondAnswerToOneDoneAfterATimeoutProvesTheTimeoutNeedless)
 {
 	start(config(64, 64));
-	for (u32 i = 0; i < 20; i++) {
-		add_write(i, 1024 * i);
-		auto d = send();
-		now += 3 * ms;
-		ASSERT_EQ(reply(d[0]), host_answer::done);
-	}
+	learn_round_trip(3 * ms);
 	u32 window = q.window().limit();
 
 	/* a queue in the path holds it past the timeout: resent, the window halves ... */
-	add_write(30, 0);
-	auto d = send();
-	now += q.rto().timeout_ns();
-	q.expire(now);
-	ASSERT_EQ(send().size(), 1u);
+	host_datagram d = timed_out_write(30);
 	EXPECT_EQ(q.window().limit(), window / 2);
 	/* ... its first answer a round trip after the resend: either send's, for all it says */
 	now += 3 * ms;
-	ASSERT_EQ(reply(d[0]), host_answer::done);
+	ASSERT_EQ(reply(d), host_answer::done);
 	EXPECT_EQ(q.counters().spurious, 0u);
 	EXPECT_EQ(q.window().limit(), window / 2);
 	/* the instance answers the other send too: both got through, nothing was lost */
 	now += 1 * ms;
-	EXPECT_EQ(reply(d[0]), host_answer::stray);
+	EXPECT_EQ(reply(d), host_answer::stray);
 	EXPECT_EQ(q.counters().spurious, 1u);
 	EXPECT_EQ(q.window().limit(), window);
 	EXPECT_GT(q.rto().srtt_ns(), 3 * ms) << "the stretched round trip is learnt";
 	/* a third answer (the network duplicated one) proves nothing more */
-	EXPECT_EQ(reply(d[0]), host_answer::stray);
+	EXPECT_EQ(reply(d), host_answer::stray);
 	EXPECT_EQ(q.counters().spurious, 1u);
 	EXPECT_EQ(q.counters().stray, 2u);
-
-	/* a lost first send: one answer, nothing undone */
-	add_write(31, 0);
-	d = send();
-	now += q.rto().timeout_ns();
-	q.expire(now);
-	ASSERT_EQ(send().size(), 1u);
-	now += 3 * ms;
-	ASSERT_EQ(reply(d[0]), host_answer::done);
-	EXPECT_EQ(q.counters().spurious, 1u);
-	EXPECT_EQ(q.window().limit(), window / 2);
 }
 
 TEST_F(Queue, WhileAnswersKeepComingTheLastOfAWindowIsNotTakenForLost)
 {
 	start(config(64, 64));
-	for (u32 i = 0; i < 20; i++) {
-		add_write(i, 1024 * i);
-		auto d = send();
-		now += 3 * ms;
-		ASSERT_EQ(reply(d[0]), host_answer::done);
-	}
+	learn_round_trip(3 * ms);
 	u64 step = q.rto().timeout_ns() - 1 * ms;
 
 	/* a slow receiver drains a window: each answer comes a little under the
