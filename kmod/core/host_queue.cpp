@@ -476,7 +476,7 @@ u64 host_queue::expire(u64 now_ns)
 	while (lists_[list_outstanding].head != none) {
 		u32 i = lists_[list_outstanding].head;
 		piece &p = pieces_[i];
-		u64 since = max(p.sent_ns, answered_ns_);
+		u64 since = silent_since(p);
 
 		if (now_ns < since || now_ns - since < timeout)
 			break;
@@ -510,8 +510,7 @@ u64 host_queue::expire(u64 now_ns)
 	if (deadline && (!next || deadline < next))
 		next = deadline;
 	if (lists_[list_outstanding].head != none) {
-		u64 due = max(pieces_[lists_[list_outstanding].head].sent_ns, answered_ns_) +
-			  rto_.timeout_ns();
+		u64 due = silent_since(pieces_[lists_[list_outstanding].head]) + rto_.timeout_ns();
 
 		if (!next || due < next)
 			next = due;

@@ -261,6 +261,8 @@ private:
 	void resend_soon(u32 i);
 	void resend_overtaken();
 	u32 fast_gap() const;
+	/* Where its timeout counts from: its send, or the latest answer if later. */
+	u64 silent_since(const piece &p) const { return max(p.sent_ns, answered_ns_); }
 	u64 jittered_backoff_ns(u32 busy);
 	u64 expire_deadlines(u64 now_ns);
 
