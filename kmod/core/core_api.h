@@ -136,6 +136,7 @@ struct netblk_stats {
 	uint64_t bytes_copied;
 	uint64_t disk_batches;
 	uint64_t tx_batches;
+	uint64_t answers_folded;
 };
 
 /* What an instance still holds: all zero once it has drained. */

@@ -212,6 +212,8 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.lent = false;
 	s.windowed = false;
 	s.frags = false;
+	s.fold = false;
+	s.folded = 0;
 	s.head_payload = 0;
 }
 
@@ -337,7 +339,7 @@ netblk_rx_verdict engine::hello(rx_counters &c, void *frame, u8 *data, u32 *len,
 	header reply = h;
 	reply.op = (u8)(h.op | op_reply_bit);
 	reply.status = status_ok;
-	reply.flags = auth_flags();
+	reply.flags = auth_flags() | flag_fold_answers;	/* offered: see open_session() */
 	reply.token = sessions_.cookie(layout.src_ip, layout.src_port, h.seq, now_ns);
 	*len = write_reply_headers(data, route, reply, 0, 0);
 	seal(auth_, data + *len - header_size, nullptr, 0);
@@ -411,10 +413,14 @@ void engine::open_session(u32 index, slot &s, u64 now_ns)
 	u64 token = 0;
 	session_table::open_result r = sessions_.open(s.route.dst_ip, s.route.dst_port,
 						      s.request.seq, now_ns, &id, &token);
+	bool fold = s.request.flags & flag_fold_answers;
 
+	if (r != session_table::open_result::full)
+		sessions_.find(id, token, s.route.dst_ip, s.route.dst_port)->fold_answers = fold;
 	s.request.session = id;
 	s.request.token = token;
-	s.request.flags = auth_flags();
+	/* the answer that opens it says whether its WRITE answers fold: as the client asked */
+	s.request.flags = (u16)(auth_flags() | (fold ? flag_fold_answers : 0));
 	answer_without_disk(index, r == session_table::open_result::full ? status_eusers : status_ok);
 }
 
@@ -464,6 +470,7 @@ bool engine::admit(u32 index, u64 now_ns)
 		ss->window.start(h.seq);
 		ss->in_flight++;
 		s.windowed = true;
+		s.fold = ss->fold_answers && h.op == op_write;
 		count_change(h);
 		return true;
 	case replay_window::state::in_flight:
@@ -784,7 +791,8 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	reply.status = s.status;
 	reply.reserved = 0;
 	s.reply_len = write_reply_headers(s.reply_at, s.route, reply, data_len, 0);
-	seal_reply(s, data_len);
+	if (!foldable(s))
+		seal_reply(s, data_len);	/* else reply() does, once it knows what folds in */
 	/* The NIC's MTU went down under the instance: never send more than it carries. */
 	if (s.reply_len - (reply_headroom_ - datagram_overhead) >
 	    __atomic_load_n(&link_mtu_, __ATOMIC_RELAXED)) {
@@ -895,19 +903,70 @@ void engine::transmit(netblk_tx *batch, u32 n, u64 now_ns)
 	tx_backoff_ns_ = min(tx_backoff_ns_ * 2, tx_backoff_max_ns);
 }
 
+/* A WRITE answered OK whose answer may carry others' or go in another's. */
+bool engine::foldable(const slot &s) const
+{
+	return s.fold && s.status == status_ok && !s.lent;
+}
+
+/*
+ * Folds slot @index's answer into one of @count built before it in this
+ * round, to the same session, at most fold_span numbers below its own: that
+ * one's `reserved` bit answers it, and its own frame is freed unsent.  The
+ * client finds the same in one datagram as in many, and the instance sends,
+ * and the client receives, one where a batch of completions came back.
+ */
+bool engine::fold_answer(const netblk_tx *built, u32 count, u32 index)
+{
+	slot &s = slots_[index];
+
+	if (!foldable(s))
+		return false;
+	for (u32 i = count; i-- > 0;) {
+		slot &into = slots_[built[i].slot];
+		u64 gap = s.request.seq - into.request.seq;
+
+		if (!foldable(into) || into.request.session != s.request.session ||
+		    into.request.token != s.request.token || s.request.seq <= into.request.seq ||
+		    gap > fold_span)
+			continue;
+		into.folded |= 1u << (gap - 1);
+		if (s.frame)
+			netblk_shim_free_frame(shim_, s.frame);
+		add_once(worker_.answers_folded, 1);
+		release(index);
+		return true;
+	}
+	return false;
+}
+
+/* The answers of this round that others may have folded into: their bits, then their tags. */
+void engine::seal_folding(const netblk_tx *built, u32 count)
+{
+	for (u32 i = 0; i < count; i++) {
+		slot &s = slots_[built[i].slot];
+
+		if (!foldable(s))
+			continue;
+		store_be32(s.reply_at + s.reply_len - header_size + reserved_offset, s.folded);
+		seal_reply(s, 0);
+	}
+}
+
 u32 engine::reply(u64 now_ns)
 {
 	netblk_tx batch[NETBLK_TX_BATCH];
-	u32 n = 0, moved = 0, index;
+	u32 n = 0, moved = 0, index, resends = 0;
 
 	if (unsent_.count && now_ns >= tx_due_)
-		moved = n = take_unsent(batch);
+		moved = n = resends = take_unsent(batch);
 	while (n < NETBLK_TX_BATCH && completions_.pop(&index)) {
 		add_once(worker_.reaped, 1);
 		moved++;
-		if (finish_io(index, now_ns))
+		if (finish_io(index, now_ns) && !fold_answer(batch + resends, n - resends, index))
 			tx_entry(batch[n++], index);
 	}
+	seal_folding(batch + resends, n - resends);
 	if (n)
 		transmit(batch, n, now_ns);
 	return moved;
@@ -1029,6 +1088,7 @@ void engine::read_stats(netblk_stats *s) const
 	s->bytes_copied = read_once(w.bytes_copied);
 	s->disk_batches = read_once(w.disk_batches);
 	s->tx_batches = read_once(w.tx_batches);
+	s->answers_folded = read_once(w.answers_folded);
 	s->not_connected += read_once(w.not_connected);
 
 	const session_counters &sc = sessions_.counters();

@@ -55,6 +55,8 @@ struct slot_fields {
 	bool lent;		/* its reply is in a buffer the shim lent it */
 	bool windowed;		/* started in its session's replay window: its status goes there */
 	bool frags;		/* its frame is in several buffers: never the reply */
+	bool fold;		/* a WRITE of a session that takes folded answers */
+	u32 folded;		/* its answer answers these too: bit i, seq + 1 + i */
 };
 
 struct slot : slot_fields {
@@ -166,6 +168,9 @@ private:
 	void copy_payload(const slot &s, u8 *to);
 	void let_go_frame(slot &s);
 	void answer_now(u32 index, u16 status);
+	bool foldable(const slot &s) const;
+	bool fold_answer(const netblk_tx *built, u32 count, u32 index);
+	void seal_folding(const netblk_tx *built, u32 count);
 	u32 submit_retries(u64 now_ns);
 	void seal_reply(slot &s, u32 data_len);
 	void retry_later(u32 index, u64 now_ns);

@@ -302,6 +302,8 @@ static void receive(host_core *c, const u8 *payload, u32 linear, u32 payload_len
 		c->info_len = min(linear - header_size, info_payload_size);
 		copy_bytes(c->info_bytes, payload + header_size, c->info_len);
 	}
+	if (!c->session.folds())
+		h.reserved = 0;	/* bits only a session that takes folded answers reads */
 	if (c->queue.answer(h, payload_len - header_size, frame, now_ns) ==
 	    host_answer::session_lost) {
 		c->session.lost();
@@ -598,6 +600,7 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 	stats->failed_fast = read_once(c->failed_fast);
 	stats->changed = c->changed;
 	stats->resizes = read_once(c->resizes);
+	stats->folded = read_once(q.folded);
 }
 
 } /* extern "C" */

@@ -101,6 +101,7 @@ struct netblk_host_stats {
 	uint64_t failed_fast;	/* requests failed at once meanwhile */
 	uint64_t changed;	/* enum netblk_host_change_reason: why it stopped (0: it did not) */
 	uint64_t resizes;	/* times a new session's INFO said the device grew */
+	uint64_t folded;	/* WRITEs answered by a bit of another's answer */
 };
 
 /* 0, or -EINVAL (a config no queue can have) or -ENOMEM.  Process context. */

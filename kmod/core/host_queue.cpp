@@ -370,6 +370,35 @@ void host_queue::resend_overtaken()
 
 host_answer host_queue::answer(const header &h, u32 data_len, void *frame, u64 now_ns)
 {
+	host_answer r = answer_one(h, data_len, frame, now_ns, false);
+
+	if (h.reserved && h.op == (op_write | op_reply_bit) && h.status == status_ok)
+		answer_folded(h, now_ns);
+	return r;
+}
+
+/*
+ * The WRITEs a folded answer's bits name, each answered OK as by an answer
+ * of its own -- but for its offset and length, which only the first
+ * carries.
+ */
+void host_queue::answer_folded(const header &h, u64 now_ns)
+{
+	header each = h;
+
+	each.reserved = 0;
+	for (u32 bit = 0; bit < fold_span; bit++) {
+		if (!(h.reserved & (1u << bit)))
+			continue;
+		each.seq = h.seq + 1 + bit;
+		if (answer_one(each, 0, nullptr, now_ns, true) != host_answer::stray)
+			add_once(counters_.folded, 1);
+	}
+}
+
+host_answer host_queue::answer_one(const header &h, u32 data_len, void *frame, u64 now_ns,
+				   bool folded)
+{
 	u32 i = h.seq ? by_seq_[h.seq % seq_slots] : none;
 
 	if (i == none || pieces_[i].seq != h.seq || h.op != (pieces_[i].op | op_reply_bit)) {
@@ -418,7 +447,7 @@ host_answer host_queue::answer(const header &h, u32 data_len, void *frame, u64 n
 		ops_.read_data(ctx_, p.tag, p.at + (u32)rel, frame, h.length);
 		if (--p.chunks_left)
 			return host_answer::partial;
-	} else if (h.offset != p.offset || h.length != p.length) {
+	} else if (!folded && (h.offset != p.offset || h.length != p.length)) {
 		add_once(counters_.stray, 1);
 		return host_answer::stray;
 	} else if (p.op == op_info) {

@@ -85,6 +85,7 @@ struct host_counters {
 	u64 fast_resends;	/* resends of overtaken datagrams */
 	u64 busy;		/* EAGAIN answers */
 	u64 stray;		/* answers to no datagram outstanding: late, or malformed */
+	u64 folded;		/* WRITEs answered by a bit of another's answer */
 	u64 duplicates;		/* READ chunks had already */
 	u64 reopened;		/* sessions opened again (ENOTCONN) */
 	u64 renumbered;		/* datagrams sent again in a session opened again */
@@ -145,7 +146,13 @@ public:
 	u32 pick(u64 now_ns, u32 *out, u32 max);
 	host_datagram describe(u32 index) const;
 
-	/* An answer of this session (the owner checked session, token, tag). */
+	/*
+	 * An answer of this session (the owner checked session, token, tag).
+	 * A WRITE answered OK whose `reserved` bits are set answers the WRITEs
+	 * numbered after it that they name too (folded answers: the owner
+	 * clears them where the session does not fold); what is returned is
+	 * what became of @h's own number.
+	 */
 	host_answer answer(const header &h, u32 data_len, void *frame, u64 now_ns);
 
 	/*
@@ -256,6 +263,9 @@ private:
 	bool sample_rtt(piece &p, u64 now_ns);
 	void remember_resent(const piece &p, u64 now_ns);
 	void second_answer(const header &h);
+	host_answer answer_one(const header &h, u32 data_len, void *frame, u64 now_ns,
+			       bool folded);
+	void answer_folded(const header &h, u64 now_ns);
 	void timeout_was_needless(u64 rtt_ns);
 	void fail_request(u32 tag, u16 status);
 	void resend_soon(u32 i);

@@ -18,6 +18,8 @@ void host_session::open(u64 nonce, u64 now_ns, u64 timeout_ns)
 	cookie_ = 0;
 	id_ = 0;
 	token_ = 0;
+	fold_offered_ = false;
+	folds_ = false;
 	busy_ = 0;
 	refusal_ = 0;
 	due_ns_ = now_ns + timeout_ns;
@@ -45,6 +47,8 @@ header host_session::hello() const
 	h.version = proto_version;
 	h.op = op_hello;
 	h.token = state_ == state::session_wanted ? cookie_ : 0;
+	if (state_ == state::session_wanted && fold_offered_)
+		h.flags = flag_fold_answers;
 	h.seq = nonce_;
 	return h;
 }
@@ -77,6 +81,7 @@ host_session::result host_session::answer(const header &h, u64 now_ns)
 		if (state_ != state::cookie_wanted)
 			return result::ignored;	/* the cookie's answer again */
 		cookie_ = h.token;
+		fold_offered_ = h.flags & flag_fold_answers;
 		state_ = state::session_wanted;
 		return result::send_cookie;
 	}
@@ -84,6 +89,7 @@ host_session::result host_session::answer(const header &h, u64 now_ns)
 		return result::ignored;
 	id_ = h.session;
 	token_ = h.token;
+	folds_ = fold_offered_ && (h.flags & flag_fold_answers);
 	state_ = state::open;
 	opened_++;
 	return result::opened;

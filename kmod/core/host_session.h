@@ -7,6 +7,11 @@
  * HELLOs are resent on the host queue's timeout, backed off; a HELLO is
  * never numbered in a session, so host_queue never sees one.
  *
+ * Folded WRITE answers (protocol.h, flag_fold_answers) are taken when the
+ * cookie's answer offers them -- never asked of an instance that did not
+ * offer, which would refuse the flag -- and are on when the answer that
+ * opens the session says so.
+ *
  *     closed --open()--> cookie_wanted --cookie--> session_wanted --session--> open
  *        ^                    |  ^                      |                       |
  *        |     EUSERS, EKEYREJECTED, a key mismatch: refused (closed)          |
@@ -70,6 +75,8 @@ public:
 	/* Set with refusal EKEYREJECTED: what the instance's tags want. */
 	bool instance_keyed() const { return instance_keyed_; }
 	bool instance_auth_data() const { return instance_auth_data_; }
+	/* Whether this session's WRITE answers may answer others in their `reserved` bits. */
+	bool folds() const { return state_ == state::open && folds_; }
 	u64 opened() const { return opened_; }
 	u64 hellos() const { return hellos_; }
 
@@ -79,6 +86,8 @@ private:
 	bool auth_data_ = false;
 	bool instance_keyed_ = false;
 	bool instance_auth_data_ = false;
+	bool fold_offered_ = false;	/* the cookie's answer offered folded answers */
+	bool folds_ = false;		/* the session's answer says they are on */
 	u16 refusal_ = 0;
 	u32 busy_ = 0;
 	u32 id_ = 0;

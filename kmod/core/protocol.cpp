@@ -226,7 +226,7 @@ decision validate_header(const frame_bytes &f, u32 payload_offset, u32 udp_paylo
 		return refuse(status_ekeyrejected);
 	if (h->op < op_info || h->op > op_last)
 		return refuse(status_eopnotsupp);
-	if ((h->flags & ~flags_known) || h->reserved)
+	if ((h->flags & ~(h->op == op_hello ? hello_flags_known : flags_known)) || h->reserved)
 		return refuse(status_einval);
 	if ((h->flags & flag_fua) && h->op != op_write)
 		return refuse(status_einval);

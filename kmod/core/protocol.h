@@ -44,6 +44,18 @@ constexpr u16 flags_known = flag_fua;
  */
 constexpr u16 flag_auth_key = 1u << 8;
 constexpr u16 flag_auth_data = 1u << 9;
+/*
+ * Folded WRITE answers (docs/protocol.md): in a HELLO's answer the instance
+ * offers them; in the HELLO that brings the cookie back the client takes
+ * them, and the answer that opens the session says they are on.  Then the
+ * answer to a WRITE may answer, in its `reserved` bits, WRITEs of the
+ * fold_span numbers after its own too -- one datagram for a batch of
+ * completions, not one each.  Only a client that asked gets them, so a
+ * client that never heard of them is answered as before.
+ */
+constexpr u16 flag_fold_answers = 1u << 10;
+constexpr u16 hello_flags_known = flag_fold_answers;
+constexpr u32 fold_span = 32;	/* the bits of `reserved` */
 
 /* Reply status: Linux errno values, the same on every architecture netblk runs on. */
 enum status_code : u16 {
@@ -67,6 +79,7 @@ constexpr u32 eth_header_size = 14;
 constexpr u32 ipv4_header_size = 20;	/* replies never carry options */
 constexpr u32 udp_header_size = 8;
 constexpr u32 header_size = 54;
+constexpr u32 reserved_offset = 42;	/* a folded WRITE answer's bits */
 constexpr u32 tag_offset = 46;		/* the tag is the header's last 8 bytes */
 /* IPv4 + UDP + netblk: what a datagram spends before its data. */
 constexpr u32 datagram_overhead = ipv4_header_size + udp_header_size + header_size;	/* 82 */
@@ -92,7 +105,7 @@ struct header {
 	u64 seq;	/* HELLO: the client's nonce; else the request's number in its session */
 	u64 offset;
 	u32 length;
-	u32 reserved;	/* 0 */
+	u32 reserved;	/* 0; in a folded WRITE answer, bit i: seq + 1 + i answered OK too */
 	u64 tag;	/* keyed instances: compute_tag(); else 0 */
 };
 

@@ -62,6 +62,7 @@ struct session {
 	u64 nonce;		/* the client's HELLO nonce: a resent HELLO gets this session again */
 	u64 last_used_ns;
 	u32 in_flight;		/* its requests at the disk: it is not evicted meanwhile */
+	bool fold_answers;	/* its client takes folded WRITE answers (its HELLO asked) */
 	replay_window window;
 };
 

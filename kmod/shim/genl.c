@@ -86,6 +86,7 @@ static const struct {
 	{ NETBLK_S_BYTES_COPIED, offsetof(struct netblk_stats, bytes_copied) },
 	{ NETBLK_S_DISK_BATCHES, offsetof(struct netblk_stats, disk_batches) },
 	{ NETBLK_S_TX_BATCHES, offsetof(struct netblk_stats, tx_batches) },
+	{ NETBLK_S_ANSWERS_FOLDED, offsetof(struct netblk_stats, answers_folded) },
 	{ NETBLK_S_DROP_MALFORMED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MALFORMED]) },
 	{ NETBLK_S_DROP_FRAGMENT, offsetof(struct netblk_stats, dropped[NETBLK_DROP_FRAGMENT]) },
 	{ NETBLK_S_DROP_MULTIBUFFER, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MULTIBUFFER]) },
@@ -728,6 +729,7 @@ static const struct {
 	NETBLK_HS_CORE(NETBLK_HS_RESIZES, resizes),
 	NETBLK_HS_CORE(NETBLK_HS_SPURIOUS, spurious),
 	NETBLK_HS_SHIM(NETBLK_HS_TX_BATCHED, tx_batched),
+	NETBLK_HS_CORE(NETBLK_HS_FOLDED, folded),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

@@ -277,6 +277,7 @@ enum netblk_stat_attr {
 	NETBLK_S_REFUSED_ENOTCONN,	/* no such session */
 	NETBLK_S_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
 	NETBLK_S_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
+	NETBLK_S_ANSWERS_FOLDED,	/* WRITE answers sent as a bit of another's */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
@@ -336,6 +337,7 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_RESIZES,		/* times the server said, after a restart, the device grew */
 	NETBLK_HS_SPURIOUS,		/* timeouts the first send's answer proved needless */
 	NETBLK_HS_TX_BATCHED,		/* datagrams sent in one UDP GSO send with others */
+	NETBLK_HS_FOLDED,		/* WRITEs answered by a bit of another's answer */
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

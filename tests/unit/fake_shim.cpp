@@ -36,7 +36,7 @@ netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_ali
 	return fake_start(disk_size, o);
 }
 
-bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
+bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce, uint16_t flags)
 {
 	test::frame_spec spec;
 	spec.vlan = inst->vlan;
@@ -51,7 +51,7 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce)
 	if (h.op != (nb::op_hello | nb::op_reply_bit) || h.status || h.session || !h.token)
 		return false;
 
-	std::vector<uint8_t> again = test::build_frame(spec, test::hello_request(nonce, h.token));
+	std::vector<uint8_t> again = test::build_frame(spec, test::hello_request(nonce, h.token, flags));
 	len = (uint32_t)again.size();
 	size_t before = inst->sent.size();
 	if (netblk_core_receive(inst->core, 0, again.data(), again.data(), &len, nullptr, 0, now) !=

@@ -78,9 +78,10 @@ void fake_stop(netblk_instance *inst);
 
 /*
  * Open test::session on @inst at @now (ns), as a client does: a HELLO, its
- * cookie back.  False when the instance did not answer as it should.
+ * cookie back (with @flags: flag_fold_answers asks for folded answers).
+ * False when the instance did not answer as it should.
  */
-bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce);
+bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce, uint16_t flags = 0);
 
 /* The instance's counters less those of opening the session (gauges as they are). */
 netblk_stats fake_stats(netblk_instance *inst);

@@ -65,13 +65,14 @@ inline std::vector<u8> write_request(u64 offset, const std::vector<u8> &data, u6
 }
 
 /* A HELLO with @nonce, bringing back @cookie (0: the first of the two). */
-inline std::vector<u8> hello_request(u64 nonce, u64 cookie = 0)
+inline std::vector<u8> hello_request(u64 nonce, u64 cookie = 0, u16 flags = 0)
 {
 	std::vector<u8> buf(header_size, 0);
 	header h{};
 	h.magic = proto_magic;
 	h.version = proto_version;
 	h.op = op_hello;
+	h.flags = flags;
 	h.token = cookie;
 	h.seq = nonce;
 	encode_header(buf.data(), h);

@@ -251,6 +251,46 @@ TEST_F(Host, AWriteGoesInDatagramsOfMaxIoAndCompletesWhenAllAreAnswered)
 	EXPECT_EQ(sum, 3 * ms);
 }
 
+TEST_F(Host, FoldedWriteAnswersCountOnlyInASessionThatTookThem)
+{
+	/* open() answers as an instance that offers nothing: bits mean nothing */
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 4096, 0, now), 0);
+	ASSERT_EQ(att.sends.size(), 4u);
+	header first = att.sends[0].h;
+	first.reserved = 0b111;
+	answer(first);
+	EXPECT_TRUE(att.done.empty()) << "three pieces still outstanding";
+	EXPECT_EQ(stats().folded, 0u);
+	for (uint32_t i = 1; i < 4; i++)
+		answer(att.sends[i].h);
+	ASSERT_EQ(att.done.size(), 1u);
+}
+
+TEST_F(Host, AnInstanceThatOffersFoldedAnswersGetsAskedAndTheyAnswerWrites)
+{
+	netblk_host_core_connect(core, info_tag, now);
+	header hello = att.sends[0].h;
+	hello.flags = flag_fold_answers;	/* the cookie's answer offers them */
+	answer(hello, 0, nullptr, 0, 0, 0xc00c1e);
+	ASSERT_EQ(att.sends.size(), 2u);
+	EXPECT_EQ(att.sends[1].h.flags, flag_fold_answers) << "asked for";
+	answer(att.sends[1].h);	/* echoes the flag: on */
+	std::vector<uint8_t> info = info_bytes();
+	answer(att.sends[2].h, 0, info.data(), (uint32_t)info.size());
+	att.sends.clear();
+	att.done.clear();
+
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_WRITE, 0, 4096, 0, now), 0);
+	ASSERT_EQ(att.sends.size(), 4u);
+	header first = att.sends[0].h;
+	first.reserved = 0b111;
+	answer(first);
+	ASSERT_EQ(att.done.size(), 1u) << "one answer for the four pieces";
+	EXPECT_EQ(att.done[0], std::make_pair(1u, (uint16_t)0));
+	EXPECT_EQ(stats().folded, 3u);
+}
+
 TEST_F(Host, AReadsAnswersLandAtTheirPlaceInTheRequest)
 {
 	open();

@@ -460,6 +460,45 @@ TEST_F(Queue, AReadIsPutTogetherFromItsChunksInAnyOrder)
 	EXPECT_FALSE(q.add(5, op_read, 0, 16 * 1024 + 512, 0, 0, now));	/* beyond max_read */
 }
 
+TEST_F(Queue, AFoldedWriteAnswerAnswersTheWritesItsBitsName)
+{
+	start(config());
+	for (u32 k = 0; k < 3; k++)
+		add_write(1, 1024 * k, 1024 * k);	/* tag 1: seqs 1-3 */
+	ASSERT_TRUE(q.add(2, op_read, 0, 1024, 0, 0, now));	/* seq 4 */
+	add_write(3, 8192);				/* seq 5 */
+	auto d = send();
+	ASSERT_EQ(d.size(), 5u);
+
+	header h{};
+	h.op = op_write | op_reply_bit;
+	h.seq = d[0].seq;
+	h.offset = d[0].offset;
+	h.length = d[0].length;
+	/* 2, 3, the READ's 4 (not a WRITE: stray), 5, and 7 (nothing outstanding: stray) */
+	h.reserved = 0b11111;
+	EXPECT_EQ(q.answer(h, 0, nullptr, now), host_answer::partial) << "what became of seq 1 alone";
+	ASSERT_EQ(done.size(), 2u) << "tags 1 and 3: every WRITE answered";
+	EXPECT_EQ(done[0].tag, 1u);
+	EXPECT_EQ(done[1].tag, 3u);
+	EXPECT_EQ(q.counters().folded, 3u);
+	EXPECT_EQ(q.counters().stray, 2u);
+	EXPECT_EQ(q.outstanding(), 1u) << "the READ";
+
+	/* bits on anything but a WRITE answered OK mean nothing */
+	add_write(4, 0);	/* seq 6 */
+	add_write(5, 1024);	/* seq 7 */
+	d = send();
+	ASSERT_EQ(d.size(), 2u);
+	h.seq = d[0].seq;
+	h.offset = d[0].offset;
+	h.status = status_eio;
+	h.reserved = 1;
+	EXPECT_EQ(q.answer(h, 0, nullptr, now), host_answer::failed);
+	EXPECT_EQ(q.counters().folded, 3u);
+	EXPECT_EQ(q.outstanding(), 2u) << "the READ and seq 7";
+}
+
 TEST_F(Queue, AnAnswerOfAnotherOpOrRangeIsStray)
 {
 	start(config());

@@ -60,6 +60,37 @@ protected:
 	u64 now = 1000 * ms;
 };
 
+TEST_F(HostSession, FoldedAnswersAreAskedForOnlyWhenOfferedAndOnOnlyWhenSaid)
+{
+	/* offered in the cookie's answer: asked for; said to be on: on */
+	s.open(0x2222, now, 250 * ms);
+	header h1 = s.hello();
+	EXPECT_EQ(h1.flags, 0u) << "never in the first HELLO: an instance may not know it";
+	ASSERT_EQ(s.answer(reply_to(h1, 0, 0, 0xc00c1e, flag_fold_answers), now),
+		  hs::result::send_cookie);
+	header h2 = s.hello();
+	EXPECT_EQ(h2.flags, flag_fold_answers);
+	ASSERT_EQ(s.answer(reply_to(h2, 0, 3, 0x70c, flag_fold_answers), now), hs::result::opened);
+	EXPECT_TRUE(s.folds());
+	s.lost();
+	EXPECT_FALSE(s.folds());
+
+	/* offered, not said to be on: off */
+	s.open(0x3333, now, 250 * ms);
+	ASSERT_EQ(s.answer(reply_to(s.hello(), 0, 0, 0xc00c1e, flag_fold_answers), now),
+		  hs::result::send_cookie);
+	ASSERT_EQ(s.answer(reply_to(s.hello(), 0, 4, 0x70d), now), hs::result::opened);
+	EXPECT_FALSE(s.folds());
+
+	/* not offered: not asked for, and off whatever the session's answer says */
+	s.open(0x4444, now, 250 * ms);
+	ASSERT_EQ(s.answer(reply_to(s.hello(), 0, 0, 0xc00c1e), now), hs::result::send_cookie);
+	EXPECT_EQ(s.hello().flags, 0u);
+	ASSERT_EQ(s.answer(reply_to(s.hello(), 0, 5, 0x70e, flag_fold_answers), now),
+		  hs::result::opened);
+	EXPECT_FALSE(s.folds());
+}
+
 TEST_F(HostSession, TwoHellosAgainstTheInstanceOpenASession)
 {
 	s.open(0x1234, now, 250 * ms);

@@ -154,6 +154,92 @@ TEST_F(v2, HelloIsAnsweredWithACookieNoLargerThanItself)
 	expect_nothing_held();
 }
 
+TEST_F(v2, AClientThatAsksGetsTheWriteAnswersOfARoundFoldedIntoOne)
+{
+	start(fake_options{.open_session = false});
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(hello_request(0xf01d), &reply), NETBLK_RX_REPLY);
+	header cookie = reply_header(reply);
+	EXPECT_TRUE(cookie.flags & flag_fold_answers) << "offered in the cookie's answer";
+	ASSERT_EQ(receive(hello_request(0xf01d, cookie.token, flag_fold_answers)), NETBLK_RX_KEPT);
+	work();
+	header opened = last_reply();
+	ASSERT_EQ(opened.status, status_ok);
+	EXPECT_TRUE(opened.flags & flag_fold_answers) << "and said to be on";
+	test::session.id = opened.session;
+	test::session.token = opened.token;
+	inst->sent.clear();
+	u64 frames_before = stats().frames_tx;
+
+	/* one round: WRITEs 1-3, a READ (4), a WRITE (5) */
+	for (u64 seq = 1; seq <= 3; seq++)
+		ASSERT_EQ(receive(write_request(seq * 512, block((u8)seq), seq)), NETBLK_RX_KEPT);
+	ASSERT_NE(receive(request(op_read, 0, 512, 0, 0, 4)), NETBLK_RX_REPLY);
+	ASSERT_EQ(receive(write_request(5 * 512, block(5), 5)), NETBLK_RX_KEPT);
+	work();
+
+	ASSERT_EQ(inst->sent.size(), 2u) << "the READ's answer and one WRITE answer for four";
+	header w = reply_header(inst->sent[0]);
+	EXPECT_EQ(w.op, op_write | op_reply_bit);
+	EXPECT_EQ(w.seq, 1u);
+	EXPECT_EQ(w.offset, 512u) << "its own offset and length";
+	EXPECT_EQ(w.status, status_ok);
+	EXPECT_EQ(w.reserved, 0b1011u) << "bits for 2, 3 and 5; not the READ's 4";
+	EXPECT_EQ(reply_header(inst->sent[1]).seq, 4u);
+	EXPECT_EQ(stats().answers_folded, 3u);
+	EXPECT_EQ(stats().frames_tx, frames_before + 2);
+	for (u64 seq = 1; seq <= 3; seq++)
+		EXPECT_TRUE(disk_holds(inst, seq * 512, (u8)seq));
+	EXPECT_TRUE(disk_holds(inst, 5 * 512, 5));
+
+	/* a resent WRITE already done is answered alone, as it was */
+	ASSERT_EQ(receive(write_request(2 * 512, block(2), 2)), NETBLK_RX_KEPT);
+	work();
+	EXPECT_EQ(last_reply().seq, 2u);
+	EXPECT_EQ(last_reply().status, status_ok);
+	EXPECT_EQ(last_reply().reserved, 0u);
+	EXPECT_EQ(stats().duplicates, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(v2, FoldedAnswersOfAKeyedInstanceAreTaggedWithTheirBits)
+{
+	fake_options o;
+	o.key = key_bytes;
+	o.open_session = false;
+	start(o);
+	ASSERT_TRUE(fake_open_session(inst, now, 0xf01e, flag_fold_answers));
+	ASSERT_EQ(receive(write_request(0, block(1))), NETBLK_RX_KEPT);
+	ASSERT_EQ(receive(write_request(512, block(2))), NETBLK_RX_KEPT);
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u);
+	const u8 *hdr = inst->sent[0].data() + eth_header_size + ipv4_header_size + udp_header_size;
+	EXPECT_EQ(reply_header(inst->sent[0]).reserved, 1u);
+	EXPECT_EQ(load_be64(hdr + tag_offset), compute_tag(test::session.auth, hdr, nullptr, 0))
+		<< "the tag covers the bits";
+}
+
+TEST_F(v2, AClientThatDidNotAskGetsAnAnswerForEveryWrite)
+{
+	start();
+	for (u64 seq = 1; seq <= 3; seq++)
+		ASSERT_EQ(receive(write_request(seq * 512, block((u8)seq))), NETBLK_RX_KEPT);
+	work();
+	ASSERT_EQ(inst->sent.size(), 3u);
+	for (u64 i = 0; i < 3; i++) {
+		EXPECT_EQ(reply_header(inst->sent[i]).seq, i + 1);
+		EXPECT_EQ(reply_header(inst->sent[i]).reserved, 0u);
+	}
+	EXPECT_EQ(stats().answers_folded, 0u);
+
+	/* the flag is a HELLO's: on anything else it is refused */
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(write_request(0, block(9), 0, flag_fold_answers), &reply),
+		  NETBLK_RX_REPLY);
+	EXPECT_EQ(reply_header(reply).status, status_einval);
+	EXPECT_TRUE(disk_holds(inst, 0, 0));
+}
+
 TEST_F(v2, ADuplicateOfAnAnsweredWriteGetsTheSameAnswerAndIsNotExecutedAgain)
 {
 	start();
@@ -322,7 +408,8 @@ TEST_F(v2, KeyedInstanceAnswersOnlyTaggedDatagramsAndTagsItsReplies)
 	/* HELLO's answer says what the tags cover, so a client in the wrong mode is told */
 	test::session.auth = client_auth;
 	ASSERT_EQ(receive(hello_request(77), &reply), NETBLK_RX_REPLY);
-	EXPECT_EQ(reply_header(reply).flags, flag_auth_key);
+	EXPECT_EQ(reply_header(reply).flags, flag_auth_key | flag_fold_answers)
+		<< "and offers folded WRITE answers";
 	EXPECT_EQ(load_be64(reply.data() + eth_header_size + ipv4_header_size + udp_header_size +
 			    tag_offset),
 		  compute_tag(client_auth,

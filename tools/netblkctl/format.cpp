@@ -122,6 +122,7 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_BYTES_COPIED, "bytes_copied"},
 	{NETBLK_S_DISK_BATCHES, "disk_batches"},
 	{NETBLK_S_TX_BATCHES, "tx_batches"},
+	{NETBLK_S_ANSWERS_FOLDED, "answers_folded"},
 	{NETBLK_S_TRIMS, "trims"},
 	{NETBLK_S_TRIM_BYTES, "trim_bytes"},
 	{NETBLK_S_WRITE_ZEROES, "write_zeroes"},
@@ -500,7 +501,8 @@ std::string format_attached_text(const netblk_attached &att)
 	  << " us, rto " << format_us(st(NETBLK_HS_RTO_NS)) << " us\n";
 	o << "  sessions opened " << st(NETBLK_HS_SESSIONS_OPENED) << " (renumbered "
 	  << st(NETBLK_HS_RENUMBERED) << ", refused " << st(NETBLK_HS_REFUSED) << "), stray "
-	  << st(NETBLK_HS_STRAY) << ", duplicates " << st(NETBLK_HS_DUPLICATES) << "\n";
+	  << st(NETBLK_HS_STRAY) << ", duplicates " << st(NETBLK_HS_DUPLICATES)
+	  << "; WRITEs answered folded " << st(NETBLK_HS_FOLDED) << "\n";
 	o << "  resized " << st(NETBLK_HS_RESIZES) << " times";
 	if (att.timeout_ms)
 		o << ", outages " << st(NETBLK_HS_OUTAGES);
@@ -562,7 +564,8 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << format_size(st(NETBLK_S_BYTES_COPIED)) << ", frames in " << st(NETBLK_S_FRAMES_RX)
 	  << ", out " << st(NETBLK_S_FRAMES_TX) << "\n";
 	o << "  batches: " << st(NETBLK_S_DISK_BATCHES) << " to the disk, "
-	  << st(NETBLK_S_TX_BATCHES) << " transmits to the NIC\n";
+	  << st(NETBLK_S_TX_BATCHES) << " transmits to the NIC; WRITE answers folded "
+	  << st(NETBLK_S_ANSWERS_FOLDED) << "\n";
 	return o.str();
 }
 
@@ -605,6 +608,7 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_RESIZES, "resizes"},
 	{NETBLK_HS_SPURIOUS, "spurious"},
 	{NETBLK_HS_TX_BATCHED, "tx_batched"},
+	{NETBLK_HS_FOLDED, "folded"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

@@ -187,7 +187,7 @@ std::string format_instance_text(const netblk_instance &inst);
 //            io_errors, disk_busy, disk_blocking, disk_gave_up, no_buffer,
 //            replies_dropped, replies_oversized, tx_deferred, tx_errors,
 //            worker_sleeps, frames_rx, frames_tx, bytes_zerocopy,
-//            bytes_copied, disk_batches, tx_batches, trims, trim_bytes,
+//            bytes_copied, disk_batches, tx_batches, answers_folded, trims, trim_bytes,
 //            write_zeroes, write_zeroes_bytes, sessions_open,
 //            sessions_opened, sessions_evicted, sessions_refused,
 //            hello_cookies, not_connected, auth_failed, old_version,
