@@ -322,7 +322,7 @@ void check_text()
 		 " NIC errors 0\n"
 		 "  service time us (arrival to reply): n/a\n"
 		 "  data in place 0 B, copied 0 B, frames in 0, out 0\n"
-		 "  batches: 0 to the disk, 0 transmits to the NIC\n",
+		 "  batches: 0 to the disk, 0 transmits to the NIC; WRITE answers folded 0\n",
 		 "list text");
 	netblk_instance l = example();
 	l.latency = sparse_of(*small_histogram());
@@ -331,13 +331,15 @@ void check_text()
 	l.stats[NETBLK_S_FRAMES_TX] = 1246965;
 	l.stats[NETBLK_S_DISK_BATCHES] = 40000;
 	l.stats[NETBLK_S_TX_BATCHES] = 50000;
+	l.stats[NETBLK_S_ANSWERS_FOLDED] = 480000;
 	std::string t = format_instance_text(l);
 	check(t.ends_with("  replies dropped 0 (over the mtu 0), waited for room in the NIC 0 times,"
 			  " NIC errors 0\n"
 			  "  service time us (arrival to reply): p50 75.3, p99 225076.2, p99.9"
 			  " 225757.1, max 225757.1\n"
 			  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"
-			  "  batches: 40000 to the disk, 50000 transmits to the NIC\n"),
+			  "  batches: 40000 to the disk, 50000 transmits to the NIC; WRITE answers"
+			  " folded 480000\n"),
 	      "list text with latency and zero-copy lines");
 	l.latency = {};
 	l.latency.present = true;
@@ -1572,7 +1574,8 @@ void check_attached_text()
 		 " (window 26 of 256, queued 0)\n"
 		 "  resends: timeout 89 (spurious 0), fast 0, busy 0; window cut 0 times; srtt 3572.5 us,"
 		 " rto 20000.0 us\n"
-		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0\n"
+		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0;"
+		 " WRITEs answered folded 0\n"
 		 "  resized 0 times, requests failed at once 0\n"
 		 "  write data sent in place 4.1 MiB, copied 0 B; read data copied 0 B;"
 		 " send errors 0, dropped 0; datagrams sent batched 3900\n"
@@ -1611,7 +1614,7 @@ void check_attached_text()
 	      std::string::npos, "attached stopped");
 	check(format_attached_json({a}).find("\"unreachable\": 1, \"outages\": 1, \"failed_fast\": 7, "
 					     "\"changed\": 1, \"resizes\": 0, \"spurious\": 0, "
-					     "\"tx_batched\": 3900}") != std::string::npos,
+					     "\"tx_batched\": 3900, \"folded\": 0}") != std::string::npos,
 	      "attached json: unreachable, changed");
 
 	/* watch: its rates over an interval */
