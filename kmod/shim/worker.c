@@ -23,16 +23,44 @@
  * a kernel thread without that, virtio-net's locked transmit mode
  * deadlocks).
  */
+/*
+ * A frame the NIC did not take may come back changed.  virtio-net moves
+ * data back over its own header and grows len before it finds its ring
+ * full, and leaves them so (__virtnet_xdp_xmit_one: "Caller handle
+ * free/refcnt"; 6.12 moves headroom with them, 6.1 does not).  Sent again
+ * as it was left, the worker's reply would go out shifted by that header;
+ * moved back again on every try, a 6.1 frame walks out of its buffer and is
+ * freed against the page before it -- "Bad page state ... refcount:-1" at
+ * virtio-net's next receive refill.  So each frame not taken is put back as
+ * it was: its data is where its headroom says (the xdp_frame sits at the
+ * start of its buffer, as xdp_convert_frame_to_buff() relies on).
+ */
+static void netblk_frame_restore(struct xdp_frame *frame, u16 headroom, u32 len)
+{
+	frame->headroom = headroom;
+	frame->data = (u8 *)frame + sizeof(*frame) + headroom;
+	frame->len = len;
+}
+
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n)
 {
 	struct net_device *nic = inst->nic;
+	u16 headroom[NETBLK_TX_BATCH];
+	u32 len[NETBLK_TX_BATCH], i;
 	int sent;
 
+	n = min_t(u32, n, NETBLK_TX_BATCH);
+	for (i = 0; i < n; i++) {
+		headroom[i] = frames[i]->headroom;
+		len[i] = frames[i]->len;
+	}
 	local_bh_disable();
 	rcu_read_lock();
 	sent = nic->netdev_ops->ndo_xdp_xmit(nic, n, frames, XDP_XMIT_FLUSH);
 	rcu_read_unlock();
 	local_bh_enable();
+	for (i = sent > 0 ? sent : 0; i < n; i++)
+		netblk_frame_restore(frames[i], headroom[i], len[i]);
 	return sent;
 }
 
