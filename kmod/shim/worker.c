@@ -17,13 +17,6 @@
 /* ---- transmit ---- */
 
 /*
- * Hand @n frames to the NIC in one ndo_xdp_xmit with one flush: how many it
- * took (the first ones), or its error.  The NIC's ndo_xdp_xmit expects to
- * run with bottom halves off and under RCU, as it does from a NAPI poll (from
- * a kernel thread without that, virtio-net's locked transmit mode
- * deadlocks).
- */
-/*
  * A frame the NIC did not take may come back changed.  virtio-net moves
  * data back over its own header and grows len before it finds its ring
  * full, and leaves them so (__virtnet_xdp_xmit_one: "Caller handle
@@ -42,6 +35,13 @@ static void netblk_frame_restore(struct xdp_frame *frame, u16 headroom, u32 len)
 	frame->len = len;
 }
 
+/*
+ * Hand @n frames to the NIC in one ndo_xdp_xmit with one flush: how many it
+ * took (the first ones), or its error.  The NIC's ndo_xdp_xmit expects to
+ * run with bottom halves off and under RCU, as it does from a NAPI poll (from
+ * a kernel thread without that, virtio-net's locked transmit mode
+ * deadlocks).
+ */
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n)
 {
 	struct net_device *nic = inst->nic;
