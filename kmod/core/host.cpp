@@ -601,6 +601,8 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 	stats->changed = c->changed;
 	stats->resizes = read_once(c->resizes);
 	stats->folded = read_once(q.folded);
+	stats->fast_spurious = read_once(q.fast_spurious);
+	stats->reordering = read_once(q.reordering);
 }
 
 } /* extern "C" */

@@ -102,6 +102,8 @@ struct netblk_host_stats {
 	uint64_t changed;	/* enum netblk_host_change_reason: why it stopped (0: it did not) */
 	uint64_t resizes;	/* times a new session's INFO said the device grew */
 	uint64_t folded;	/* WRITEs answered by a bit of another's answer */
+	uint64_t fast_spurious;	/* fast resends answered by the first send: reordered, not lost */
+	uint64_t reordering;	/* later sends a first send's answer came after: the most learnt */
 };
 
 /* 0, or -EINVAL (a config no queue can have) or -ENOMEM.  Process context. */

@@ -86,7 +86,8 @@ int host_queue::init(const host_config &cfg, const host_queue_ops &ops, void *ct
 	next_seq_ = oldest_seq_ = 1;
 	answered_no_ = 0;
 	barrier_ = none;
-	timeout_cut_ = 0;
+	timeout_cut_ = fast_cut_ = 0;
+	fast_unproven_ = 0;
 	rng_ = cfg.seed | 1;
 	rto_.init(cfg.rto_initial_ns, cfg.rto_min_ns, cfg.rto_max_ns);
 	window_.init(cfg.slots, cfg.initial_window);
@@ -199,9 +200,11 @@ u32 host_queue::pick(u64 now_ns, u32 *out, u32 max)
 		}
 		move_tail(list_outstanding, i);
 		p.sent_ns = now_ns;
-		if (!p.sends++)
-			p.first_sent_ns = now_ns;
 		p.sent_no = ++counters_.sends;
+		if (!p.sends++) {
+			p.first_sent_ns = now_ns;
+			p.first_sent_no = p.sent_no;
+		}
 		p.fast_gap = fast_gap();
 		out[n++] = i;
 	}
@@ -233,13 +236,24 @@ void host_queue::release(u32 i)
 	move_tail(list_free, i);
 }
 
+/* How many later sends were answered before @p's first send was (answered_no_ not yet moved). */
+u32 host_queue::behind(const piece &p) const
+{
+	return answered_no_ > p.first_sent_no ?
+	       (u32)min<u64>(answered_no_ - p.first_sent_no, ~0u) : 0;
+}
+
 void host_queue::finish(u32 i, u64 now_ns)
 {
 	piece &p = pieces_[i];
 	u32 tag = p.tag;
 
-	if (!sample_rtt(p, now_ns) && p.timed_out)
-		remember_resent(p, now_ns);
+	if (!first_send_answered(p, now_ns) && (p.timed_out || p.overtaken)) {
+		resent_done &r = resent_[p.seq % resent_slots];
+
+		/* a second answer may prove it yet: keep what that needs */
+		r = {p.seq, now_ns - p.first_sent_ns, p.fast_cut, p.timed_out, p.overtaken, p.op};
+	}
 	window_.answered(p.chunks);
 	answered_no_ = max(answered_no_, p.sent_no);
 	release(i);
@@ -260,52 +274,59 @@ void host_queue::request_over(u32 tag)
 
 /*
  * Karn: the answer to a datagram sent more than once times neither send --
- * unless it came too soon after a resend for the resend's (half the fastest
- * round trip): then it is the first send's, and the timeout that resent it
- * was spurious.  Returns whether it was.
+ * unless it is the first send's for sure: it came before a resend went,
+ * or too soon after one for the resend's (half the fastest round trip).
+ * Then the resend was needless.  A first send's answer is timed, and how
+ * many later sends it was overtaken by is learnt.  Returns whether a
+ * resend was proved needless.
  */
-bool host_queue::sample_rtt(piece &p, u64 now_ns)
+bool host_queue::first_send_answered(const piece &p, u64 now_ns)
 {
 	u64 min_rtt = rto_.min_rtt_ns();
+	bool resent = p.timed_out || p.overtaken;
 
 	if (now_ns < p.sent_ns)
 		return false;
-	if (p.sends == 1) {
-		rto_.sample(now_ns - p.sent_ns);
+	if (p.sends != 1 && !(p.sends == 2 && resent && min_rtt &&
+			      now_ns - p.sent_ns < min_rtt / 2))
 		return false;
-	}
-	if (p.sends == 2 && p.timed_out && min_rtt && now_ns - p.sent_ns < min_rtt / 2) {
-		timeout_was_needless(now_ns - p.first_sent_ns);
-		return true;
-	}
-	return false;
-}
-
-void host_queue::timeout_was_needless(u64 rtt_ns)
-{
-	add_once(counters_.spurious, 1);
-	if (window_.decreases() == timeout_cut_)
-		window_.undo();	/* the last halving was a timeout's */
-	rto_.sample(rtt_ns);
+	rto_.sample(now_ns - p.first_sent_ns);
+	learn_reordering(behind(p));
+	if (!resent)
+		return false;
+	resend_was_needless({p.seq, now_ns - p.first_sent_ns, p.fast_cut, p.timed_out,
+			     p.overtaken, p.op});
+	return true;
 }
 
 /*
- * Keep what a second answer to it would prove: under a queue that
- * stretches round trips past the timeout (a slow receiver draining a
- * window), the first send's answer comes later than half the fastest
- * round trip after the resend, and only the instance's answer to the
- * duplicate tells that nothing was lost.
+ * The first send of one resent got through: no loss.  How far it was
+ * overtaken is learnt, and the halving is undone -- a timeout's at once, a
+ * fast resend's once every fast resend of that halving is proved needless
+ * (another of them may have been lost).
  */
-void host_queue::remember_resent(const piece &p, u64 now_ns)
+void host_queue::resend_was_needless(const resent_done &r)
 {
-	resent_done &r = resent_[p.seq % resent_slots];
-
-	r.seq = p.seq;
-	r.op = p.op;
-	r.rtt_ns = now_ns > p.first_sent_ns ? now_ns - p.first_sent_ns : 0;
+	if (r.timed_out) {
+		add_once(counters_.spurious, 1);
+		if (window_.decreases() == timeout_cut_)
+			window_.undo();	/* the last halving was a timeout's */
+	}
+	if (r.overtaken) {
+		add_once(counters_.fast_spurious, 1);
+		if (r.fast_cut && r.fast_cut == fast_cut_ && window_.decreases() == fast_cut_ &&
+		    fast_unproven_ && !--fast_unproven_)
+			window_.undo();
+	}
 }
 
-/* A stray answer: the second to a number done after a timeout resent it? */
+void host_queue::learn_reordering(u32 behind)
+{
+	if (behind > counters_.reordering)
+		write_once(counters_.reordering, (u64)behind);
+}
+
+/* A stray answer: the second to a number done after a resend? */
 void host_queue::second_answer(const header &h)
 {
 	resent_done &r = resent_[h.seq % resent_slots];
@@ -314,7 +335,14 @@ void host_queue::second_answer(const header &h)
 	    h.status == status_enotconn)
 		return;
 	r.seq = 0;	/* once: a READ's other chunks prove nothing more */
-	timeout_was_needless(r.rtt_ns);
+	/*
+	 * After a timeout the first answer is taken for the first send's, held
+	 * past the timeout by a queue in the path: that round trip is learnt.
+	 * A fast resend goes sooner: its first answer may be either send's.
+	 */
+	if (r.timed_out)
+		rto_.sample(r.rtt_ns);
+	resend_was_needless(r);
 }
 
 void host_queue::fail_request(u32 tag, u16 status)
@@ -344,9 +372,21 @@ void host_queue::resend_soon(u32 i)
 	link_head(list_queued, i);
 }
 
+/* Later sends answered that make one overtaken: a window, or more than any reordering seen. */
 u32 host_queue::fast_gap() const
 {
-	return min(max(window_.limit(), fast_gap_min), fast_gap_max);
+	u32 reordered = (u32)min<u64>(counters_.reordering + 1, fast_gap_max);
+
+	return min(max(max(window_.limit(), reordered), fast_gap_min), fast_gap_max);
+}
+
+/* Halve the window for @p's loss (once among the same sends): whether it did now. */
+bool host_queue::halve_for(const piece &p)
+{
+	u64 cuts = window_.decreases();
+
+	window_.congested(p.sent_no, counters_.sends);
+	return window_.decreases() != cuts;
 }
 
 /*
@@ -362,7 +402,15 @@ void host_queue::resend_overtaken()
 
 		if (p.sent_no + p.fast_gap > answered_no_)
 			break;
-		window_.congested(p.sent_no, counters_.sends);
+		if (halve_for(p)) {
+			fast_cut_ = window_.decreases();
+			fast_unproven_ = 0;
+		}
+		/* undone only if the last halving is a fast resend's */
+		p.fast_cut = window_.decreases() == fast_cut_ ? fast_cut_ : 0;
+		if (p.fast_cut)
+			fast_unproven_++;
+		p.overtaken = true;
 		add_once(counters_.fast_resends, 1);
 		resend_soon(i);
 	}
@@ -509,11 +557,15 @@ u64 host_queue::expire(u64 now_ns)
 
 		if (now_ns < since || now_ns - since < timeout)
 			break;
-		u64 cuts = window_.decreases();
-
-		window_.congested(p.sent_no, counters_.sends);
-		if (window_.decreases() != cuts)
+		if (halve_for(p))
 			timeout_cut_ = window_.decreases();
+		/*
+		 * Lost though later ones were answered: what was learnt of
+		 * reordering held its fast resend back -- forget it (as
+		 * Linux's tcp_enter_loss() does its reordering metric).
+		 */
+		if (answered_no_ >= p.sent_no + fast_gap_min)
+			write_once(counters_.reordering, 0);
 		add_once(counters_.timeouts, 1);
 		p.timed_out = true;
 		resend_soon(i);
@@ -566,6 +618,8 @@ void host_queue::reopen()
 		pieces_[i].chunks_got = 0;	/* the new session answers the whole READ */
 		pieces_[i].sends = 0;		/* its round trips count from its first send in it */
 		pieces_[i].timed_out = false;
+		pieces_[i].overtaken = false;
+		pieces_[i].fast_cut = 0;
 		pieces_[i].chunks_left = pieces_[i].chunks;
 		resend_soon(i);
 		add_once(counters_.renumbered, 1);

@@ -31,7 +31,16 @@
  *    in the path stretched past the timeout is learnt, not taken for loss.
  *    Overtaken -- one sent a window after it was answered and it was not
  *    (the window it was sent in: one that grows meanwhile does not move the
- *    mark) -- resent at once (fast resend), the window halves.
+ *    mark), or more sends after it than the most any answer was seen to be
+ *    overtaken by -- resent at once (fast resend), the window halves.  The
+ *    instance's disk completes out of order, so answers do too: how far
+ *    (in sends) is learnt from every first send's answer, as TCP learns
+ *    its reordering metric (RFC 4737's reordering extent), so that it is
+ *    not taken for loss again.  A fast resend proved needless -- the first
+ *    send answered before the resend went, or sooner after it than half
+ *    the fastest round trip, or both sends answered -- teaches the same,
+ *    and once every fast resend of a halving is proved so, the halving is
+ *    undone (RFC 3708's DSACK-based undo; Linux's undo_retrans).
  *  - EAGAIN: sent again after a back-off of 0.5 ms doubling to 50 ms
  *    (randomised), the window halves.
  *  - ENOTCONN (the instance forgot the session: it was started again):
@@ -83,6 +92,10 @@ struct host_counters {
 	/* of those, proved needless -- the first send answered: no loss */
 	u64 spurious;
 	u64 fast_resends;	/* resends of overtaken datagrams */
+	/* of those, proved needless -- the first send answered: reordered, not lost */
+	u64 fast_spurious;
+	/* the most later sends a first send's answer came after (learnt reordering) */
+	u64 reordering;
 	u64 busy;		/* EAGAIN answers */
 	u64 stray;		/* answers to no datagram outstanding: late, or malformed */
 	u64 folded;		/* WRITEs answered by a bit of another's answer */
@@ -210,6 +223,8 @@ private:
 		u64 sent_ns;		/* its latest send */
 		u64 first_sent_ns;	/* its first send (in this session) */
 		u64 sent_no;		/* counters_.sends at its latest send */
+		u64 first_sent_no;	/* ... at its first send (in this session) */
+		u64 fast_cut;		/* overtaken: the halving its resend is of (0: none to undo) */
 		u64 due_ns;		/* backoff: when to send it again */
 		u32 length;
 		u32 tag;
@@ -221,6 +236,7 @@ private:
 		u16 flags;
 		u16 chunks_got;		/* READ: answers had, a bit each */
 		bool timed_out;		/* resent after silence */
+		bool overtaken;		/* resent as overtaken (fast resend) */
 		u8 chunks;		/* answers that complete it: READ ceil(length / max_io), else 1 */
 		u8 chunks_left;		/* of those, not had yet */
 		u8 op;
@@ -233,10 +249,16 @@ private:
 		bool active;
 	};
 
-	/* A datagram done after a timeout resent it: a second answer may come. */
+	/*
+	 * A datagram done after a resend was decided: what proves the resend
+	 * needless -- now, or when a second answer comes -- acts on.
+	 */
 	struct resent_done {
 		u64 seq;		/* 0: none */
-		u64 rtt_ns;		/* first send to first answer: at least the timeout */
+		u64 rtt_ns;		/* first send to first answer */
+		u64 fast_cut;		/* piece::fast_cut */
+		bool timed_out;
+		bool overtaken;
 		u8 op;
 	};
 
@@ -260,13 +282,15 @@ private:
 	void forget_seq(piece &p);
 	void release(u32 i);
 	void finish(u32 i, u64 now_ns);
-	bool sample_rtt(piece &p, u64 now_ns);
-	void remember_resent(const piece &p, u64 now_ns);
+	bool first_send_answered(const piece &p, u64 now_ns);
 	void second_answer(const header &h);
 	host_answer answer_one(const header &h, u32 data_len, void *frame, u64 now_ns,
 			       bool folded);
 	void answer_folded(const header &h, u64 now_ns);
-	void timeout_was_needless(u64 rtt_ns);
+	void resend_was_needless(const resent_done &r);
+	void learn_reordering(u32 behind);
+	u32 behind(const piece &p) const;
+	bool halve_for(const piece &p);
 	void fail_request(u32 tag, u16 status);
 	void resend_soon(u32 i);
 	void resend_overtaken();
@@ -290,6 +314,8 @@ private:
 	u64 rng_ = 0;
 	u32 barrier_ = none;		/* add_first()'s request: nothing else goes meanwhile */
 	u64 timeout_cut_ = 0;		/* window_.decreases() after a timeout's halving */
+	u64 fast_cut_ = 0;		/* window_.decreases() after a fast resend's halving */
+	u32 fast_unproven_ = 0;		/* fast resends of that halving not proved needless */
 	resent_done resent_[resent_slots] = {};
 	rto_estimator rto_ = {};
 	send_window window_ = {};

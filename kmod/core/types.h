@@ -56,6 +56,7 @@ inline void copy_bytes(u8 *dst, const u8 *src, u32 n) { __builtin_memcpy(dst, sr
  */
 inline u64 read_once(const u64 &v) { return __atomic_load_n(&v, __ATOMIC_RELAXED); }
 inline void add_once(u64 &v, u64 n) { __atomic_store_n(&v, v + n, __ATOMIC_RELAXED); }
+inline void write_once(u64 &v, u64 n) { __atomic_store_n(&v, n, __ATOMIC_RELAXED); }
 
 } /* namespace nb */
 

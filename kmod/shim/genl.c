@@ -730,6 +730,8 @@ static const struct {
 	NETBLK_HS_CORE(NETBLK_HS_SPURIOUS, spurious),
 	NETBLK_HS_SHIM(NETBLK_HS_TX_BATCHED, tx_batched),
 	NETBLK_HS_CORE(NETBLK_HS_FOLDED, folded),
+	NETBLK_HS_CORE(NETBLK_HS_FAST_SPURIOUS, fast_spurious),
+	NETBLK_HS_CORE(NETBLK_HS_REORDERING, reordering),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

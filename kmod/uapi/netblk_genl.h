@@ -338,6 +338,9 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_SPURIOUS,		/* timeouts the first send's answer proved needless */
 	NETBLK_HS_TX_BATCHED,		/* datagrams sent in one UDP GSO send with others */
 	NETBLK_HS_FOLDED,		/* WRITEs answered by a bit of another's answer */
+	NETBLK_HS_FAST_SPURIOUS,	/* fast resends the first send's answer proved needless */
+	/* a gauge: later sends a first send's answer was seen to come after (learnt reordering) */
+	NETBLK_HS_REORDERING,
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

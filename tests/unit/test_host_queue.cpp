@@ -569,6 +569,108 @@ TEST_F(Queue, AWindowAnsweredNewestFirstIsNotTakenForLoss)
 	EXPECT_EQ(q.counters().sends, 160u);
 }
 
+TEST_F(Queue, OneAnsweredAfterItsFastResendWasDecidedTeachesTheReorderingAndUndoesTheHalving)
+{
+	start(config(16, 16));
+	for (u32 t = 0; t < 64; t++)
+		add_write(t, 1024 * t);
+	auto first = send();
+	ASSERT_EQ(first.size(), 16u);
+	for (size_t k = 1; k < first.size(); k++)
+		reply(first[k]);
+	auto second = send();
+	ASSERT_EQ(second.size(), 15u);
+	reply(second[0]);	/* a window of later sends answered: seq 1 taken for lost */
+	EXPECT_EQ(q.counters().fast_resends, 1u);
+	EXPECT_EQ(q.window().limit(), 8u);
+	/* its first send's answer comes before the resend went: reordered, not lost */
+	EXPECT_EQ(reply(first[0]), host_answer::done);
+	EXPECT_EQ(q.counters().fast_spurious, 1u);
+	EXPECT_EQ(q.counters().reordering, 16u);
+	EXPECT_EQ(q.window().limit(), 16u) << "the halving is undone";
+	EXPECT_EQ(q.counters().sends, 31u) << "and nothing was sent again";
+
+	/* the same reordering again, of datagrams sent since: not taken for lost */
+	for (size_t k = 1; k < second.size(); k++)
+		reply(second[k]);
+	auto b = send();
+	ASSERT_EQ(b.size(), 16u);
+	for (size_t k = 1; k < b.size(); k++)
+		reply(b[k]);
+	auto c = send();
+	ASSERT_FALSE(c.empty());
+	reply(c[0]);		/* b[0] overtaken by 16 later sends */
+	EXPECT_EQ(q.counters().fast_resends, 1u);
+	EXPECT_EQ(reply(b[0]), host_answer::done);
+	EXPECT_EQ(q.window().decreases(), 1u);
+	EXPECT_EQ(q.counters().reordering, 16u);
+}
+
+TEST_F(Queue, AHalvingIsUndoneOnlyOnceEveryFastResendOfItIsProvedNeedless)
+{
+	start(config(16, 16));
+	learn_round_trip(3 * ms);
+	for (u32 t = 20; t < 64; t++)
+		add_write(t, 1024 * t);
+	auto first = send();
+	ASSERT_EQ(first.size(), 16u);
+	for (size_t k = 2; k < first.size(); k++)
+		reply(first[k]);
+	auto second = send();
+	ASSERT_EQ(second.size(), 14u);
+	reply(second[0]);	/* first[0] overtaken: the window halves */
+	reply(second[1]);	/* first[1] too, among the same sends: no second halving */
+	EXPECT_EQ(q.counters().fast_resends, 2u);
+	EXPECT_EQ(q.window().decreases(), 1u);
+	u32 halved = q.window().limit();
+	EXPECT_EQ(halved, 8u);
+
+	/* first[0] was only late; first[1] was lost: the halving stands */
+	EXPECT_EQ(reply(first[0]), host_answer::done);
+	EXPECT_EQ(q.counters().fast_spurious, 1u);
+	EXPECT_EQ(q.window().limit(), halved);
+	for (size_t k = 2; k < second.size(); k++)
+		reply(second[k]);	/* room in the window for the resend */
+	auto resent = send();
+	ASSERT_FALSE(resent.empty());
+	EXPECT_EQ(resent[0].seq, first[1].seq);
+	now += 3 * ms;		/* a round trip: the resend's answer */
+	reply(resent[0]);
+	EXPECT_EQ(q.counters().fast_spurious, 1u);
+	EXPECT_LT(q.window().limit(), 16u);
+}
+
+TEST_F(Queue, ATimeoutOfOneOvertakenByFewerThanTheReorderingLearntForgetsIt)
+{
+	start(config(16, 16));
+	learn_round_trip(3 * ms);
+	for (u32 t = 20; t < 80; t++)
+		add_write(t, 1024 * t);
+	auto first = send();
+	ASSERT_EQ(first.size(), 16u);
+	for (size_t k = 1; k < first.size(); k++)
+		reply(first[k]);
+	auto second = send();
+	reply(second[0]);
+	ASSERT_EQ(reply(first[0]), host_answer::done);	/* late: reordering 16 learnt */
+	ASSERT_EQ(q.counters().reordering, 16u);
+
+	/* one sent since is lost: 16 later answers do not resend it now ... */
+	for (size_t k = 1; k < second.size(); k++)
+		reply(second[k]);
+	auto b = send();
+	for (size_t k = 1; k < b.size(); k++)
+		reply(b[k]);
+	auto c = send();
+	reply(c[0]);
+	EXPECT_EQ(q.counters().fast_resends, 1u);
+	/* ... its timeout does (and c's unanswered ones'), and what was learnt is forgotten */
+	now += q.rto().timeout_ns();
+	q.expire(now);
+	EXPECT_EQ(q.counters().timeouts, c.size());
+	EXPECT_EQ(q.counters().reordering, 0u);
+}
+
 TEST_F(Queue, NothingIsOutstandingHalfAReplayWindowBehindTheNewest)
 {
 	host_config c = config(1024, 1024);

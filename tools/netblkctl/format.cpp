@@ -495,8 +495,9 @@ std::string format_attached_text(const netblk_attached &att)
 	  << " (window " << st(NETBLK_HS_WINDOW) << " of " << att.slots << ", queued "
 	  << st(NETBLK_HS_QUEUED) << ")\n";
 	o << "  resends: timeout " << st(NETBLK_HS_TIMEOUTS) << " (spurious "
-	  << st(NETBLK_HS_SPURIOUS) << "), fast "
-	  << st(NETBLK_HS_FAST_RESENDS) << ", busy " << st(NETBLK_HS_BUSY) << "; window cut "
+	  << st(NETBLK_HS_SPURIOUS) << "), fast " << st(NETBLK_HS_FAST_RESENDS) << " (spurious "
+	  << st(NETBLK_HS_FAST_SPURIOUS) << "), busy " << st(NETBLK_HS_BUSY)
+	  << "; reordering " << st(NETBLK_HS_REORDERING) << "; window cut "
 	  << st(NETBLK_HS_WINDOW_DECREASES) << " times; srtt " << format_us(st(NETBLK_HS_SRTT_NS))
 	  << " us, rto " << format_us(st(NETBLK_HS_RTO_NS)) << " us\n";
 	o << "  sessions opened " << st(NETBLK_HS_SESSIONS_OPENED) << " (renumbered "
@@ -609,6 +610,8 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_SPURIOUS, "spurious"},
 	{NETBLK_HS_TX_BATCHED, "tx_batched"},
 	{NETBLK_HS_FOLDED, "folded"},
+	{NETBLK_HS_FAST_SPURIOUS, "fast_spurious"},
+	{NETBLK_HS_REORDERING, "reordering"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

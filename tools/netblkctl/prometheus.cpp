@@ -341,6 +341,9 @@ const struct {
 	 "Block requests failed at once: the server taken for unreachable, or the device stopped."},
 	{"netblk_host_spurious_timeouts_total", NETBLK_HS_SPURIOUS,
 	 "Resends after silence (why=\"timeout\") whose first send was answered after all."},
+	{"netblk_host_spurious_fast_resends_total", NETBLK_HS_FAST_SPURIOUS,
+	 "Resends of overtaken datagrams (why=\"fast\") whose first send was answered after all: "
+	 "reordered, not lost."},
 	{"netblk_host_resizes_total", NETBLK_HS_RESIZES,
 	 "Times the server said, in a new session, that the device grew."},
 };
@@ -393,6 +396,12 @@ void host_families(std::ostream &o, const std::vector<netblk_attached> &atts)
 	family(o, "netblk_host_window", "gauge", "Datagrams that may be outstanding now.");
 	for (const auto &a : atts)
 		o << "netblk_host_window{" << host_labels(a) << "} " << a.stat(NETBLK_HS_WINDOW) << '\n';
+	family(o, "netblk_host_reordering", "gauge",
+	       "The most later datagrams a first send's answer was seen to come after: an answer "
+	       "overtaken by fewer is not taken for lost.");
+	for (const auto &a : atts)
+		o << "netblk_host_reordering{" << host_labels(a) << "} "
+		  << a.stat(NETBLK_HS_REORDERING) << '\n';
 	family(o, "netblk_host_unreachable", "gauge",
 	       "1 while the server is taken for unreachable (silent for timeout=): I/O fails at once.");
 	for (const auto &a : atts)

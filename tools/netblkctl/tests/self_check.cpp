@@ -1163,6 +1163,8 @@ void check_prometheus()
 	d.port = 7000;
 	d.stats[NETBLK_HS_REQUESTS] = 1025;
 	d.stats[NETBLK_HS_FAST_RESENDS] = 3;
+	d.stats[NETBLK_HS_FAST_SPURIOUS] = 2;
+	d.stats[NETBLK_HS_REORDERING] = 140;
 	d.stats[NETBLK_HS_BYTES_IN_PLACE] = 4096;
 	d.stats[NETBLK_HS_SRTT_NS] = 3572500;
 	std::string text = format_prometheus({a, b, c}, {d});
@@ -1186,6 +1188,9 @@ void check_prometheus()
 	lb["how"] = "in_place";
 	check(host_value("netblk_host_bytes_total", lb) == 4096, "attached bytes in place");
 	check(host_value("netblk_host_srtt_seconds", ld) == 0.0035725, "attached srtt gauge");
+	check(host_value("netblk_host_spurious_fast_resends_total", ld) == 2,
+	      "attached spurious fast resends");
+	check(host_value("netblk_host_reordering", ld) == 140, "attached reordering gauge");
 
 	std::map<std::string, std::string> la{{"port", "7000"}, {"device", "nvme0n1p2"},
 					      {"nic", "eth0"}};
@@ -1558,6 +1563,9 @@ void check_attached_text()
 	a.stats[NETBLK_HS_RX_DATAGRAMS] = 4170;
 	a.stats[NETBLK_HS_WINDOW] = 26;
 	a.stats[NETBLK_HS_TIMEOUTS] = 89;
+	a.stats[NETBLK_HS_FAST_RESENDS] = 12;
+	a.stats[NETBLK_HS_FAST_SPURIOUS] = 10;
+	a.stats[NETBLK_HS_REORDERING] = 140;
 	a.stats[NETBLK_HS_SRTT_NS] = 3572500;
 	a.stats[NETBLK_HS_RTO_NS] = 20000000;
 	a.stats[NETBLK_HS_SESSIONS_OPENED] = 2;
@@ -1572,7 +1580,8 @@ void check_attached_text()
 		 " I/O waits for the server, key none, up 21 s\n"
 		 "  requests 1025 (errors 0), datagrams sent 4190, received 4170, outstanding 0"
 		 " (window 26 of 256, queued 0)\n"
-		 "  resends: timeout 89 (spurious 0), fast 0, busy 0; window cut 0 times; srtt 3572.5 us,"
+		 "  resends: timeout 89 (spurious 0), fast 12 (spurious 10), busy 0; reordering 140;"
+		 " window cut 0 times; srtt 3572.5 us,"
 		 " rto 20000.0 us\n"
 		 "  sessions opened 2 (renumbered 4, refused 0), stray 0, duplicates 0;"
 		 " WRITEs answered folded 0\n"
@@ -1614,7 +1623,9 @@ void check_attached_text()
 	      std::string::npos, "attached stopped");
 	check(format_attached_json({a}).find("\"unreachable\": 1, \"outages\": 1, \"failed_fast\": 7, "
 					     "\"changed\": 1, \"resizes\": 0, \"spurious\": 0, "
-					     "\"tx_batched\": 3900, \"folded\": 0}") != std::string::npos,
+					     "\"tx_batched\": 3900, \"folded\": 0, "
+					     "\"fast_spurious\": 10, \"reordering\": 140}") !=
+	      std::string::npos,
 	      "attached json: unreachable, changed");
 
 	/* watch: its rates over an interval */
