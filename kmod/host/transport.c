@@ -342,14 +342,35 @@ static u32 netblk_host_take_batch(struct netblk_attachment *att)
 	return n;
 }
 
+static bool netblk_host_pending_left(struct netblk_attachment *att)
+{
+	bool left;
+
+	spin_lock_bh(&att->lock);
+	left = att->pending_count;
+	spin_unlock_bh(&att->lock);
+	return left;
+}
+
+/*
+ * Send what is pending, in the order it was numbered: one sender at a time.
+ * A caller that finds another sending leaves its datagrams to it rather
+ * than wait for it on the mutex (nvme-tcp's queue_request does the same
+ * with its send_mutex): the sender looks at the ring again after letting
+ * go, and what was added before that look -- under att->lock, as the look
+ * is -- is sent by it, or by whoever takes the mutex after it.
+ */
 void netblk_host_send_pending(struct netblk_attachment *att)
 {
 	u32 n;
 
-	mutex_lock(&att->tx_mutex);
-	while ((n = netblk_host_take_batch(att)))
-		netblk_host_send_batch(att, n);
-	mutex_unlock(&att->tx_mutex);
+	do {
+		if (!mutex_trylock(&att->tx_mutex))
+			return;
+		while ((n = netblk_host_take_batch(att)))
+			netblk_host_send_batch(att, n);
+		mutex_unlock(&att->tx_mutex);
+	} while (netblk_host_pending_left(att));
 }
 
 static void netblk_host_tx_work(struct work_struct *work)
