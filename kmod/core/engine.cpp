@@ -398,13 +398,9 @@ void engine::answer_without_disk(u32 index, u16 status)
 /* A duplicate of a request at the disk: it gets no answer of its own. */
 void engine::discard(u32 index)
 {
-	slot &s = slots_[index];
-
-	if (s.frame)
-		netblk_shim_free_frame(shim_, s.frame);
 	add_once(worker_.submitted, 1);
 	add_once(worker_.reaped, 1);
-	release(index);
+	release_unsent(index);
 }
 
 void engine::open_session(u32 index, slot &s, u64 now_ns)
@@ -723,15 +719,21 @@ void engine::release(u32 index)
 	free_slots_.push(index);
 }
 
-/* Its reply does not go out: the client asks again. */
-void engine::drop_reply(u32 index)
+/* No reply goes out from it: the frame it holds, if any, is freed; the slot is free. */
+void engine::release_unsent(u32 index)
 {
 	slot &s = slots_[index];
 
 	if (s.frame)
 		netblk_shim_free_frame(shim_, s.frame);
-	add_once(worker_.replies_dropped, 1);
 	release(index);
+}
+
+/* Its reply does not go out: the client asks again. */
+void engine::drop_reply(u32 index)
+{
+	add_once(worker_.replies_dropped, 1);
+	release_unsent(index);
 }
 
 /*
@@ -931,10 +933,8 @@ bool engine::fold_answer(const netblk_tx *built, u32 count, u32 index)
 		    gap > fold_span)
 			continue;
 		into.folded |= 1u << (gap - 1);
-		if (s.frame)
-			netblk_shim_free_frame(shim_, s.frame);
 		add_once(worker_.answers_folded, 1);
-		release(index);
+		release_unsent(index);
 		return true;
 	}
 	return false;

@@ -181,6 +181,7 @@ private:
 	void tx_entry(netblk_tx &tx, u32 index);
 	void drop_reply(u32 index);
 	void release(u32 index);
+	void release_unsent(u32 index);
 
 	geometry geo_ = {};
 	u32 nr_cpus_ = 0;
