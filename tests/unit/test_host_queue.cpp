@@ -239,6 +239,29 @@ protected:
 		return d.at(0);
 	}
 
+	/*
+	 * Window 16 of 16 slots, writes of tags @first_tag on queued: the first
+	 * one sent is answered after the 16 sent after it -- taken for lost,
+	 * then answered before its resend went.  Returns the datagrams of the
+	 * second window, the first of them answered.
+	 */
+	std::vector<host_datagram> answer_one_a_window_late(u32 first_tag)
+	{
+		for (u32 t = first_tag; t < first_tag + 64; t++)
+			add_write(t, 1024 * t);
+		auto first = send();
+		EXPECT_EQ(first.size(), 16u);
+		for (size_t k = 1; k < first.size(); k++)
+			reply(first[k]);
+		auto second = send();
+		EXPECT_EQ(second.size(), 15u);
+		reply(second[0]);	/* a window of later sends answered: first[0] taken for lost */
+		EXPECT_EQ(q.counters().fast_resends, 1u);
+		EXPECT_EQ(q.window().limit(), 8u);
+		EXPECT_EQ(reply(first[0]), host_answer::done);	/* before the resend went */
+		return second;
+	}
+
 	host_queue q;
 	u64 now = 1 * sec;
 	std::vector<completion> done;
@@ -572,19 +595,8 @@ TEST_F(Queue, AWindowAnsweredNewestFirstIsNotTakenForLoss)
 TEST_F(Queue, OneAnsweredAfterItsFastResendWasDecidedTeachesTheReorderingAndUndoesTheHalving)
 {
 	start(config(16, 16));
-	for (u32 t = 0; t < 64; t++)
-		add_write(t, 1024 * t);
-	auto first = send();
-	ASSERT_EQ(first.size(), 16u);
-	for (size_t k = 1; k < first.size(); k++)
-		reply(first[k]);
-	auto second = send();
-	ASSERT_EQ(second.size(), 15u);
-	reply(second[0]);	/* a window of later sends answered: seq 1 taken for lost */
-	EXPECT_EQ(q.counters().fast_resends, 1u);
-	EXPECT_EQ(q.window().limit(), 8u);
-	/* its first send's answer comes before the resend went: reordered, not lost */
-	EXPECT_EQ(reply(first[0]), host_answer::done);
+	auto second = answer_one_a_window_late(0);
+	/* its first send's answer came before the resend went: reordered, not lost */
 	EXPECT_EQ(q.counters().fast_spurious, 1u);
 	EXPECT_EQ(q.counters().reordering, 16u);
 	EXPECT_EQ(q.window().limit(), 16u) << "the halving is undone";
@@ -644,15 +656,7 @@ TEST_F(Queue, ATimeoutOfOneOvertakenByFewerThanTheReorderingLearntForgetsIt)
 {
 	start(config(16, 16));
 	learn_round_trip(3 * ms);
-	for (u32 t = 20; t < 80; t++)
-		add_write(t, 1024 * t);
-	auto first = send();
-	ASSERT_EQ(first.size(), 16u);
-	for (size_t k = 1; k < first.size(); k++)
-		reply(first[k]);
-	auto second = send();
-	reply(second[0]);
-	ASSERT_EQ(reply(first[0]), host_answer::done);	/* late: reordering 16 learnt */
+	auto second = answer_one_a_window_late(20);
 	ASSERT_EQ(q.counters().reordering, 16u);
 
 	/* one sent since is lost: 16 later answers do not resend it now ... */
