@@ -251,8 +251,7 @@ void host_queue::finish(u32 i, u64 now_ns)
 	if (!first_send_answered(p, now_ns) && (p.timed_out || p.overtaken)) {
 		resent_done &r = resent_[p.seq % resent_slots];
 
-		/* a second answer may prove it yet: keep what that needs */
-		r = {p.seq, now_ns - p.first_sent_ns, p.fast_cut, p.timed_out, p.overtaken, p.op};
+		r = resent_record(p, now_ns);	/* a second answer may prove it needless yet */
 	}
 	window_.answered(p.chunks);
 	answered_no_ = max(answered_no_, p.sent_no);
@@ -294,9 +293,16 @@ bool host_queue::first_send_answered(const piece &p, u64 now_ns)
 	learn_reordering(behind(p));
 	if (!resent)
 		return false;
-	resend_was_needless({p.seq, now_ns - p.first_sent_ns, p.fast_cut, p.timed_out,
-			     p.overtaken, p.op});
+	resend_was_needless(resent_record(p, now_ns));
 	return true;
+}
+
+/* What proves @p's resends needless acts on, @p answered now. */
+host_queue::resent_done host_queue::resent_record(const piece &p, u64 now_ns) const
+{
+	u64 rtt_ns = now_ns > p.first_sent_ns ? now_ns - p.first_sent_ns : 0;
+
+	return {p.seq, rtt_ns, p.fast_cut, p.timed_out, p.overtaken, p.op};
 }
 
 /*

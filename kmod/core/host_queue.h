@@ -283,6 +283,7 @@ private:
 	void release(u32 i);
 	void finish(u32 i, u64 now_ns);
 	bool first_send_answered(const piece &p, u64 now_ns);
+	resent_done resent_record(const piece &p, u64 now_ns) const;
 	void second_answer(const header &h);
 	host_answer answer_one(const header &h, u32 data_len, void *frame, u64 now_ns,
 			       bool folded);
