@@ -71,6 +71,14 @@ struct netblk_core_config {
 	uint8_t volatile_cache;
 	uint8_t fua;
 	uint32_t dma_align_mask; /* payload address and length the disk can take */
+	/*
+	 * Not 0: a READ answered in several datagrams is read in one disk I/O
+	 * into data pages of this many bytes, and each datagram's data goes
+	 * out from there as a second buffer of its frame -- for a NIC that
+	 * sends multi-buffer XDP frames, and a max_io that divides it.  0: each
+	 * datagram is read on its own into its own buffer.
+	 */
+	uint32_t gather_page;
 	/* the block device's limits beyond reads and writes (INFO tells them) */
 	uint32_t physical_block_size;
 	uint32_t io_opt;
@@ -137,6 +145,7 @@ struct netblk_stats {
 	uint64_t disk_batches;
 	uint64_t tx_batches;
 	uint64_t answers_folded;
+	uint64_t reads_gathered;	/* READs of several datagrams read in one disk I/O */
 };
 
 /* What an instance still holds: all zero once it has drained. */
@@ -158,6 +167,8 @@ uint64_t netblk_core_export_id(const void *id, uint32_t len);
 uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size);
 uint32_t netblk_core_max_io(const struct netblk_core *core);
 uint32_t netblk_core_slots(const struct netblk_core *core);
+/* netblk_core_config.gather_page where the core gathers READs, or 0. */
+uint32_t netblk_core_gather_page(const struct netblk_core *core);
 /* Bytes of headers before a reply's data: 96, or 100 with a VLAN tag. */
 uint32_t netblk_core_reply_headroom(const struct netblk_core *core);
 

@@ -63,6 +63,7 @@ struct worker_counters {
 	u64 disk_batches;	/* submit rounds that sent the disk something */
 	u64 tx_batches;		/* transmits, each one flush */
 	u64 answers_folded;	/* WRITE answers sent as a bit of another's (not frames_tx) */
+	u64 reads_gathered;	/* READs of several datagrams read in one disk I/O */
 	u64 not_connected;	/* requests whose session closed before the worker got them */
 	/*
 	 * Requests that change the disk, counted once each when admitted: a

@@ -14,6 +14,7 @@ static_assert(sizeof(piece) == sizeof(netblk_piece) &&
 		      offsetof(piece, len) == offsetof(netblk_piece, len),
 	      "core_api.h's netblk_piece is protocol.h's piece");
 static_assert(op_last + 1 == NETBLK_OP_CODES, "core_api.h's op codes are protocol.h's");
+static_assert(read_datagrams_max <= NETBLK_GATHER_PAGES_MAX, "a gathered READ needs a page a datagram at most");
 static_assert((int)refusals == NETBLK_REFUSALS &&
 		      (int)refused_eprotonosupport == NETBLK_REFUSED_EPROTONOSUPPORT &&
 		      (int)refused_eopnotsupp == NETBLK_REFUSED_EOPNOTSUPP,
@@ -62,6 +63,9 @@ int engine::init(const netblk_core_config &config)
 	vlan_ = config.vlan;
 	reply_headroom_ = reply_headers_size(config.vlan != 0);
 	dma_align_mask_ = config.dma_align_mask;
+	/* a datagram's data must lie in one data page: max_io must divide it */
+	if (config.gather_page && config.gather_page % geo_.max_io == 0)
+		gather_page_ = config.gather_page;
 	shim_ = config.shim;
 	auth_.keyed = config.keyed;
 	auth_.data = config.auth_data;
@@ -75,7 +79,7 @@ int engine::init(const netblk_core_config &config)
 	slots_ = new slot[config.slots]();
 	rx_ = new rx_counters[config.nr_cpus]();
 	if (!slots_ || !rx_ || !retry_.init(config.slots) || !unsent_.init(config.slots) ||
-	    !free_slots_.init(config.slots) || !requests_.init(config.slots) ||
+	    !scattered_.init(config.slots) || !free_slots_.init(config.slots) || !requests_.init(config.slots) ||
 	    !completions_.init(config.slots)) {
 		destroy();
 		return -err_nomem;
@@ -91,6 +95,7 @@ void engine::destroy()
 	completions_.destroy();
 	requests_.destroy();
 	free_slots_.destroy();
+	scattered_.destroy();
 	unsent_.destroy();
 	retry_.destroy();
 	delete[] rx_;
@@ -215,11 +220,15 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.fold = false;
 	s.folded = 0;
 	s.head_payload = 0;
+	s.next = 0;
+	s.gather_len = 0;
+	s.scattered = false;
 }
 
 /*
  * A READ takes a slot for every datagram of its answer, all at once: the
- * request frame holds nothing they need afterwards, so it is freed.
+ * request frame holds nothing they need afterwards, so it is freed.  Each
+ * goes to the disk on its own, or, gathered, the first for them all.
  */
 netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 				     const reply_route &route, const header &h, u64 now_ns)
@@ -236,7 +245,14 @@ netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 		fill_slot(s, h, route, now_ns);
 		s.request.offset = h.offset + (u64)i * geo_.max_io;
 		s.request.length = min(geo_.max_io, h.length - i * geo_.max_io);
-		requests_.push(indices[i]);
+		if (i + 1 < count)
+			s.next = indices[i + 1];
+		if (!gather_page_ || count == 1)
+			requests_.push(indices[i]);
+	}
+	if (gather_page_ && count > 1) {
+		slots_[indices[0]].gather_len = h.length;
+		requests_.push(indices[0]);
 	}
 	add_once(c.queued, count);
 	add_once(c.reads, 1);
@@ -388,10 +404,16 @@ void engine::answer_now(u32 index, u16 status)
 	complete(index, status);
 }
 
+/* The slots a request at the disk stands for: a gathered READ's datagrams, or itself. */
+u32 engine::slots_of(const slot &s) const
+{
+	return s.gather_len ? (s.gather_len + geo_.max_io - 1) / geo_.max_io : 1;
+}
+
 /* A request the worker answers without sending it to the disk. */
 void engine::answer_without_disk(u32 index, u16 status)
 {
-	add_once(worker_.submitted, 1);
+	add_once(worker_.submitted, slots_of(slots_[index]));
 	answer_now(index, status);
 }
 
@@ -586,6 +608,35 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 				     s.request.flags & flag_fua, may_block);
 }
 
+/*
+ * A gathered READ to the disk, in one I/O: its datagrams' data one after
+ * another across the data pages of its first slots, datagram i's at
+ * i * max_io -- never across two pages, as max_io divides a page.
+ */
+int engine::start_gathered_read(u32 index, slot &s, bool may_block)
+{
+	u8 *pages[read_datagrams_max];
+	u32 nr = (s.gather_len + gather_page_ - 1) / gather_page_;
+	u32 per_page = gather_page_ / geo_.max_io;
+	u32 count = slots_of(s), at = index;
+
+	for (u32 p = 0; p < nr; p++, at = slots_[at].next) {
+		pages[p] = netblk_shim_data_page(shim_, at);
+		if (!pages[p]) {
+			add_once(worker_.no_buffer, 1);
+			answer_now(index, status_eagain);
+			return 0;
+		}
+	}
+	at = index;
+	for (u32 i = 0; i < count; i++, at = slots_[at].next) {
+		slots_[at].payload = pages[i / per_page] + (i % per_page) * geo_.max_io;
+		slots_[at].scattered = true;
+	}
+	return netblk_shim_submit_read_pages(shim_, index, s.request.offset, pages, nr,
+					     s.gather_len, may_block);
+}
+
 void engine::start_io(u32 index)
 {
 	slot &s = slots_[index];
@@ -593,12 +644,17 @@ void engine::start_io(u32 index)
 	bool may_block = s.tries >= again_nowait_tries;
 	int err = 0;
 
-	add_once(worker_.submitted, 1);
+	add_once(worker_.submitted, slots_of(s));
 	if (may_block)
 		add_once(worker_.disk_blocking, 1);
 	switch (s.request.op) {
-	case op_info:
 	case op_read:
+		if (s.gather_len) {
+			err = start_gathered_read(index, s, may_block);
+			break;
+		}
+		[[fallthrough]];
+	case op_info:
 		/* answered in the slot's own buffer: no page for it, EAGAIN */
 		s.reply_at = netblk_shim_slot_buffer(shim_, index);
 		if (!s.reply_at) {
@@ -653,7 +709,7 @@ void engine::retry_later(u32 index, u64 now_ns)
 		retry_due_ = s.retry_ns;
 	}
 	retry_.push(index);
-	add_once(worker_.disk_busy, 1);
+	add_once(worker_.disk_busy, slots_of(s));
 }
 
 u32 engine::submit_retries(u64 now_ns)
@@ -779,6 +835,14 @@ bool engine::finish_io(u32 index, u64 now_ns)
 		if (!s.reply_at)
 			s.reply_at = netblk_shim_slot_buffer(shim_, index);
 	}
+	/*
+	 * A gathered READ's datagrams: the headers in the slot's own buffer,
+	 * the data where the disk read it (or none, answered an error).
+	 */
+	if (s.request.op == op_read && !s.reply_at) {
+		s.scattered = s.scattered && s.status == status_ok;
+		s.reply_at = netblk_shim_slot_buffer(shim_, index);
+	}
 	if (!s.reply_at) {
 		/* no buffer of the slot's own could be had: EAGAIN, headers alone */
 		s.reply_at = netblk_shim_reply_buffer(shim_, index);
@@ -825,7 +889,7 @@ void engine::seal_reply(slot &s, u32 data_len)
 {
 	u8 *hdr = s.reply_at + s.reply_len - data_len - header_size;
 
-	seal(auth_, hdr, hdr + header_size, data_len);
+	seal(auth_, hdr, s.scattered ? s.payload : hdr + header_size, data_len);
 }
 
 void engine::tx_entry(netblk_tx &tx, u32 index)
@@ -836,6 +900,13 @@ void engine::tx_entry(netblk_tx &tx, u32 index)
 	tx.data = s.reply_at;
 	tx.slot = index;
 	tx.len = s.reply_len;
+	tx.frag = nullptr;
+	tx.frag_len = 0;
+	if (s.scattered) {
+		tx.frag = s.payload;
+		tx.frag_len = s.request.length;
+		tx.len -= tx.frag_len;
+	}
 }
 
 u32 engine::take_unsent(netblk_tx *batch)
@@ -953,15 +1024,50 @@ void engine::seal_folding(const netblk_tx *built, u32 count)
 	}
 }
 
+/* The disk answered gathered READ @index: each of its datagrams is answered so. */
+void engine::scatter(u32 index)
+{
+	slot &first = slots_[index];
+	u32 count = slots_of(first), at = index;
+
+	first.gather_len = 0;
+	if (first.scattered)
+		add_once(worker_.reads_gathered, 1);	/* once, however often the disk said "again" */
+	for (u32 i = 0; i < count; i++, at = slots_[at].next) {
+		slots_[at].status = first.status;
+		scattered_.push(at);
+	}
+}
+
+/*
+ * The next slot back from the disk to answer: a datagram of a gathered READ
+ * the disk answered, else the next completion -- which, the first of a
+ * gathered READ, brings all its datagrams, unless the disk said "again".
+ */
+bool engine::next_done(u32 *index)
+{
+	if (!scattered_.count) {
+		if (!completions_.pop(index))
+			return false;
+		slot &s = slots_[*index];
+
+		add_once(worker_.reaped, slots_of(s));
+		if (!s.gather_len || s.status == NETBLK_IO_AGAIN)
+			return true;
+		scatter(*index);
+	}
+	*index = scattered_.pop();
+	return true;
+}
+
 u32 engine::reply(u64 now_ns)
 {
-	netblk_tx batch[NETBLK_TX_BATCH];
+	netblk_tx *batch = tx_batch_;
 	u32 n = 0, moved = 0, index, resends = 0;
 
 	if (unsent_.count && now_ns >= tx_due_)
 		moved = n = resends = take_unsent(batch);
-	while (n < NETBLK_TX_BATCH && completions_.pop(&index)) {
-		add_once(worker_.reaped, 1);
+	while (n < NETBLK_TX_BATCH && next_done(&index)) {
 		moved++;
 		if (finish_io(index, now_ns) && !fold_answer(batch + resends, n - resends, index))
 			tx_entry(batch[n++], index);
@@ -976,7 +1082,7 @@ u64 engine::next_work(u64 now_ns) const
 {
 	u64 due = NETBLK_NO_WORK;
 
-	if (requests_.size() || completions_.size())
+	if (requests_.size() || completions_.size() || scattered_.count)
 		return 0;
 	if (retry_.count)
 		due = disk_freed_ ? 0 : retry_due_;
@@ -997,14 +1103,22 @@ void engine::drop_queued()
 	while (retry_.count || requests_.pop(&index)) {
 		if (retry_.count)
 			index = retry_.pop();
-		slot &s = slots_[index];
-		if (s.frame)
-			netblk_shim_free_frame(shim_, s.frame);
-		add_once(worker_.dropped_on_stop, 1);
-		add_once(worker_.submitted, 1);
-		add_once(worker_.reaped, 1);
-		release(index);
+		/* a gathered READ's datagrams with it */
+		for (u32 count = slots_of(slots_[index]); count--;) {
+			slot &s = slots_[index];
+			u32 next = s.next;
+
+			if (s.frame)
+				netblk_shim_free_frame(shim_, s.frame);
+			add_once(worker_.dropped_on_stop, 1);
+			add_once(worker_.submitted, 1);
+			add_once(worker_.reaped, 1);
+			release(index);
+			index = next;
+		}
 	}
+	while (scattered_.count)
+		drop_reply(scattered_.pop());
 	while (unsent_.count)
 		drop_reply(unsent_.pop());
 }
@@ -1089,6 +1203,7 @@ void engine::read_stats(netblk_stats *s) const
 	s->disk_batches = read_once(w.disk_batches);
 	s->tx_batches = read_once(w.tx_batches);
 	s->answers_folded = read_once(w.answers_folded);
+	s->reads_gathered = read_once(w.reads_gathered);
 	s->not_connected += read_once(w.not_connected);
 
 	const session_counters &sc = sessions_.counters();
@@ -1154,6 +1269,11 @@ uint32_t netblk_core_max_io(const struct netblk_core *core)
 uint32_t netblk_core_slots(const struct netblk_core *core)
 {
 	return core->engine.geo().slots;
+}
+
+uint32_t netblk_core_gather_page(const struct netblk_core *core)
+{
+	return core->engine.gather_page();
 }
 
 uint32_t netblk_core_reply_headroom(const struct netblk_core *core)

@@ -18,6 +18,12 @@
  * completion context (any CPU), submit() and reply() in the worker; they
  * meet only in the rings.
  *
+ * A READ answered in several datagrams takes a slot for each; where the
+ * shim can send a frame's data from a second buffer (gather_page), only
+ * the first slot goes to the disk, for one I/O into data pages, and the
+ * others wait for it: the disk sees one command where it would see one a
+ * datagram.  The disk's answer brings them all to reply() (scattered_).
+ *
  * Protocol v2's sessions (session.h) are the worker's: submit() admits each
  * request -- its session must still be open, and one that changes the disk
  * must be new to the session's replay window -- and reply() records what
@@ -43,7 +49,7 @@ struct slot_fields {
 	reply_route route;
 	void *frame;		/* a received frame it holds (WRITE, FLUSH), or null */
 	u8 *reply_at;		/* where its reply frame begins */
-	u8 *payload;		/* WRITE: the data inside the received frame */
+	u8 *payload;		/* WRITE: the data inside the received frame; a gathered READ's datagram: its data */
 	u32 head_payload;	/* WRITE: how much of it the frame's first buffer holds */
 	u64 arrival_ns;
 	u64 retry_ns;		/* the disk said "again": not submitted before this */
@@ -57,6 +63,15 @@ struct slot_fields {
 	bool frags;		/* its frame is in several buffers: never the reply */
 	bool fold;		/* a WRITE of a session that takes folded answers */
 	u32 folded;		/* its answer answers these too: bit i, seq + 1 + i */
+	/*
+	 * A gathered READ: the slots of its datagrams, chained from the first
+	 * (which alone goes to the disk, for all of them) through next;
+	 * gather_len is the whole READ's bytes, in the first, until the disk
+	 * has answered.
+	 */
+	u32 next;
+	u32 gather_len;
+	bool scattered;		/* its data is at payload, in a data page: a frame's second buffer */
 };
 
 struct slot : slot_fields {
@@ -88,6 +103,7 @@ public:
 
 	const geometry &geo() const { return geo_; }
 	u32 reply_headroom() const { return reply_headroom_; }
+	u32 gather_page() const { return gather_page_; }
 	void set_link(u32 mtu, const u8 *mac);
 
 	/* receive path */
@@ -154,6 +170,10 @@ private:
 	void fill_slot(slot &s, const header &h, const reply_route &route, u64 now_ns);
 	netblk_rx_verdict queue_read(rx_counters &c, u8 *data, u32 *len,
 				     const reply_route &route, const header &h, u64 now_ns);
+	u32 slots_of(const slot &s) const;
+	int start_gathered_read(u32 index, slot &s, bool may_block);
+	void scatter(u32 index);
+	bool next_done(u32 *index);
 	netblk_rx_verdict queue_one(rx_counters &c, void *frame, u8 *data, u32 *len,
 				    const frame_layout &layout, const reply_route &route,
 				    const header &h, u64 now_ns);
@@ -190,6 +210,7 @@ private:
 	u16 vlan_ = 0;
 	u32 reply_headroom_ = 0;
 	u32 dma_align_mask_ = 0;
+	u32 gather_page_ = 0;	/* netblk_core_config.gather_page */
 	u64 local_mac_ = 0;	/* the NIC's address in the low 48 bits: set_link() */
 	u32 link_mtu_ = 0;
 	netblk_instance *shim_ = nullptr;
@@ -207,6 +228,8 @@ private:
 	u64 retry_due_ = 0;		/* the earliest retry_ns among them */
 	bool disk_freed_ = false;	/* the disk finished something since: retry now */
 	slot_list unsent_ = {};		/* replies the NIC had no room for */
+	slot_list scattered_ = {};	/* datagrams of gathered READs the disk answered */
+	netblk_tx tx_batch_[NETBLK_TX_BATCH];	/* reply()'s: too large for a kernel stack */
 	u64 tx_due_ = 0;		/* when to offer them again */
 	u64 tx_backoff_ns_ = tx_backoff_min_ns;
 	u32 tx_error_streak_ = 0;	/* transmits failed with an error in a row */

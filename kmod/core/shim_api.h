@@ -44,6 +44,25 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block);
 
 /*
+ * Start slot @slot's READ of @len bytes at @offset into the @nr pages whose
+ * first bytes @pages names, in order, each netblk_core_config.gather_page
+ * bytes and filled whole but for the last: one disk I/O for a READ answered
+ * in several datagrams (a gathered READ).  As netblk_shim_submit_io()
+ * otherwise.  Worker context.
+ */
+#define NETBLK_GATHER_PAGES_MAX 16	/* a gathered READ's pages at most (read_datagrams_max) */
+int netblk_shim_submit_read_pages(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
+				  uint8_t *const *pages, uint32_t nr, uint32_t len, int may_block);
+
+/*
+ * The first byte of slot @slot's data page, which a gathered READ reads
+ * into and its datagrams send their data from as a second buffer of their
+ * frames: gather_page bytes no frame still in the NIC holds, or NULL when
+ * none can be had now.  Worker context.
+ */
+uint8_t *netblk_shim_data_page(struct netblk_instance *inst, uint32_t slot);
+
+/*
  * The first byte of slot @slot's own frame buffer, with room for the reply
  * headroom's bytes of headers (96, or 100 with a VLAN tag) and max_io bytes
  * of data after it, the disk may DMA into at the headroom; NULL when none
@@ -61,12 +80,18 @@ uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot);
 /* The reply in the slot's lent buffer went to the NIC, or was dropped. */
 void netblk_shim_reply_done(struct netblk_instance *inst, uint32_t slot);
 
-/* A reply ready to go: a received frame rewritten in place, or a buffer of the shim's. */
+/*
+ * A reply ready to go: a received frame rewritten in place, or a buffer of
+ * the shim's -- with, for a gathered READ's datagram, its data in a second
+ * buffer, inside a data page.
+ */
 struct netblk_tx {
 	void *frame;		/* the received frame it is, or NULL: a buffer of the shim's */
 	uint8_t *data;		/* its first byte */
+	uint8_t *frag;		/* its data, in a data page, or NULL: all of it is at @data */
 	uint32_t slot;
 	uint32_t len;		/* bytes from the first byte */
+	uint32_t frag_len;	/* bytes at @frag */
 };
 
 /*

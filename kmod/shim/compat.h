@@ -104,6 +104,17 @@ static inline void netblk_set_xdp_xmit_features(struct net_device *dev)
 #endif
 }
 
+#if NETBLK_LINUX_6_1
+/* 6.1 has no skb_frag_fill_page_desc(): its skb_frag_t is a bio_vec. */
+static inline void skb_frag_fill_page_desc(skb_frag_t *frag, struct page *page, int off,
+					   int size)
+{
+	__skb_frag_set_page(frag, page);
+	skb_frag_off_set(frag, off);
+	skb_frag_size_set(frag, size);
+}
+#endif
+
 /* ---- memory ---- */
 
 #if NETBLK_LINUX_6_1

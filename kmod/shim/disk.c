@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Disk I/O: every slot has a bio and one bio_vec of its own, set up once, so
- * a request costs no allocation.  The bio points at the data where it lies:
- * inside the frame the NIC received (WRITE), or inside the slot's frame
- * buffer behind the reply's headroom (READ).
+ * Disk I/O: every slot has a bio and bio_vecs of its own, set up once, so a
+ * request costs no allocation.  The bio points at the data where it lies:
+ * inside the frame the NIC received (WRITE), inside the slot's frame buffer
+ * behind the reply's headroom (READ), or across data pages (a gathered
+ * READ: one bio for all its datagrams).
  */
 #include "netblk.h"
 
@@ -12,7 +13,7 @@
 
 struct netblk_io {
 	struct bio bio;
-	struct bio_vec bvec;
+	struct bio_vec bvecs[NETBLK_GATHER_PAGES_MAX];
 	struct netblk_instance *inst;
 	u64 offset;
 	u32 slot;
@@ -104,6 +105,31 @@ static bool netblk_pollable(struct netblk_instance *inst, blk_opf_t opf)
 	       !(opf & (REQ_PREFLUSH | REQ_FUA));
 }
 
+/* @opf as the instance submits it: without waiting for a full queue, polled. */
+static blk_opf_t netblk_io_flags(struct netblk_instance *inst, u32 slot, blk_opf_t opf,
+				 int may_block)
+{
+	/*
+	 * The core asks for a blocking submission of an I/O the disk keeps
+	 * answering "again" without one (one it has to split, say).
+	 */
+	if (inst->nowait && !may_block)
+		opf |= REQ_NOWAIT;
+	if (netblk_pollable(inst, opf)) {
+		opf |= REQ_POLLED;
+		set_bit(slot, inst->polling);
+	}
+	return opf;
+}
+
+static void netblk_io_submit(struct netblk_io *io, u64 offset)
+{
+	io->offset = offset;
+	io->bio.bi_end_io = netblk_io_end;
+	io->bio.bi_private = io;
+	submit_bio(&io->bio);
+}
+
 int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
 			  u64 offset, u8 *data, u32 len, int fua, int may_block)
 {
@@ -131,18 +157,8 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 	default:
 		return -EINVAL;
 	}
-	/*
-	 * The core asks for a blocking submission of an I/O the disk keeps
-	 * answering "again" without one (one it has to split, say).
-	 */
-	if (inst->nowait && !may_block)
-		opf |= REQ_NOWAIT;
-	if (netblk_pollable(inst, opf)) {
-		opf |= REQ_POLLED;
-		set_bit(slot, inst->polling);
-	}
-
-	bio_init(bio, inst->disk.bdev, &io->bvec, 1, opf);
+	opf = netblk_io_flags(inst, slot, opf, may_block);
+	bio_init(bio, inst->disk.bdev, io->bvecs, 1, opf);
 	if (data) {
 		bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
 		/*
@@ -156,10 +172,34 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
 		bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
 		bio->bi_iter.bi_size = len;
 	}
-	io->offset = offset;
-	bio->bi_end_io = netblk_io_end;
-	bio->bi_private = io;
-	submit_bio(bio);
+	netblk_io_submit(io, offset);
+	return 0;
+}
+
+/*
+ * Whole pages, page-aligned: a bio the block layer passes to any disk as
+ * it is (no bvec starts or ends inside a virtual boundary), split only
+ * by the queue's size limits.
+ */
+int netblk_shim_submit_read_pages(struct netblk_instance *inst, u32 slot, u64 offset,
+				  u8 *const *pages, u32 nr, u32 len, int may_block)
+{
+	struct netblk_io *io = &inst->ios[slot];
+	struct bio *bio = &io->bio;
+	u32 i;
+
+	if (nr > NETBLK_GATHER_PAGES_MAX)
+		return -EINVAL;
+	bio_init(bio, inst->disk.bdev, io->bvecs, nr,
+		 netblk_io_flags(inst, slot, REQ_OP_READ, may_block));
+	bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
+	for (i = 0; i < nr; i++) {
+		u32 piece = min_t(u32, len, PAGE_SIZE);
+
+		__bio_add_page(bio, virt_to_page(pages[i]), piece, 0);
+		len -= piece;
+	}
+	netblk_io_submit(io, offset);
 	return 0;
 }
 

@@ -87,6 +87,7 @@ static const struct {
 	{ NETBLK_S_DISK_BATCHES, offsetof(struct netblk_stats, disk_batches) },
 	{ NETBLK_S_TX_BATCHES, offsetof(struct netblk_stats, tx_batches) },
 	{ NETBLK_S_ANSWERS_FOLDED, offsetof(struct netblk_stats, answers_folded) },
+	{ NETBLK_S_READS_GATHERED, offsetof(struct netblk_stats, reads_gathered) },
 	{ NETBLK_S_DROP_MALFORMED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MALFORMED]) },
 	{ NETBLK_S_DROP_FRAGMENT, offsetof(struct netblk_stats, dropped[NETBLK_DROP_FRAGMENT]) },
 	{ NETBLK_S_DROP_MULTIBUFFER, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MULTIBUFFER]) },

@@ -255,6 +255,8 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.fua = bdev_fua(bdev),
 		/* payloads the disk cannot DMA from in place are copied, counted */
 		.dma_align_mask = bdev_dma_alignment(bdev),
+		/* a READ of several datagrams in one disk I/O, where the NIC can send it */
+		.gather_page = netblk_nic_sends_frags(inst) ? PAGE_SIZE : 0,
 		.physical_block_size = bdev_physical_block_size(bdev),
 		.io_opt = bdev_io_opt(bdev),
 		.discard_granularity = bdev_discard_granularity(bdev),

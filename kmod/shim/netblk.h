@@ -115,6 +115,7 @@ struct netblk_instance {
 
 	/* worker.c: the slots' frame buffers */
 	struct page **pages;
+	struct page **data_pages;	/* a gathered READ's (netblk_core_gather_page), or NULL */
 	unsigned int page_order;
 	u32 frame_headroom;		/* page start to the frame's first byte */
 	u32 dma_align_mask;
@@ -165,6 +166,7 @@ int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_e
 void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
 const char *netblk_nic_hides_vlans(struct net_device *nic);
 bool netblk_nic_drops_xdp(const struct net_device *nic);
+bool netblk_nic_sends_frags(const struct netblk_instance *inst);
 void netblk_nic_refresh_link(struct netblk_instance *inst);
 
 /* handoff.c */

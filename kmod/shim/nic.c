@@ -161,6 +161,26 @@ bool netblk_nic_drops_xdp(const struct net_device *nic)
 }
 
 /*
+ * Whether the NIC's ndo_xdp_xmit sends every buffer of a multi-buffer frame,
+ * so that a reply's data may go out from a page apart from its headers (a
+ * gathered READ's, engine.h): NETDEV_XDP_ACT_NDO_XMIT_SG says so, and
+ * virtio-net does from 6.3 on (__virtnet_xdp_xmit_one() puts each frag in
+ * the ring) while it says only NETDEV_XDP_ACT_RX_SG.  A driver that does not
+ * (vmxnet3, 6.1's virtio-net) would send the first buffer alone.
+ */
+bool netblk_nic_sends_frags(const struct netblk_instance *inst)
+{
+#if NETBLK_LINUX_6_1
+	return false;
+#else
+	if (inst->nic->xdp_features & NETDEV_XDP_ACT_NDO_XMIT_SG)
+		return true;
+	return LINUX_VERSION_CODE >= KERNEL_VERSION(6, 3, 0) &&
+	       !strcmp(inst->driver, "virtio_net");
+#endif
+}
+
+/*
  * Whether the NIC may hand XDP a frame from a VLAN with its tag already
  * stripped (rx-vlan-offload, or the 802.1ad one): XDP then cannot tell it
  * from an untagged one.  With the matching VLAN filter on and no VLAN device

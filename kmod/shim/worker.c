@@ -97,6 +97,16 @@ int netblk_buffers_init(struct netblk_instance *inst)
 		if (!inst->pages[i])
 			goto nomem;
 	}
+	if (netblk_core_gather_page(inst->core)) {
+		inst->data_pages = kvcalloc(slots, sizeof(*inst->data_pages), GFP_KERNEL);
+		if (!inst->data_pages)
+			goto nomem;
+		for (i = 0; i < slots; i++) {
+			inst->data_pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+			if (!inst->data_pages[i])
+				goto nomem;
+		}
+	}
 	BUILD_BUG_ON(NETBLK_SPARE_PAGES > BITS_PER_LONG);
 	inst->spare_of = kvmalloc_array(slots, sizeof(*inst->spare_of), GFP_KERNEL);
 	if (!inst->spare_of)
@@ -125,6 +135,20 @@ fail:
 	return err;
 }
 
+/* Pages the NIC still transmits from are freed by its put_page, later. */
+static void netblk_pages_free(struct page ***pages, u32 nr)
+{
+	u32 i;
+
+	if (!*pages)
+		return;
+	for (i = 0; i < nr; i++)
+		if ((*pages)[i])
+			put_page((*pages)[i]);
+	kvfree(*pages);
+	*pages = NULL;
+}
+
 void netblk_buffers_exit(struct netblk_instance *inst)
 {
 	u32 slots, i;
@@ -140,35 +164,45 @@ void netblk_buffers_exit(struct netblk_instance *inst)
 	kvfree(inst->spare_of);
 	inst->spare_of = NULL;
 	if (!inst->pages)
-		return;
+		return;	/* none allocated: data_pages come after pages */
 	slots = netblk_core_slots(inst->core);
-	/* Pages the NIC still transmits are freed by its put_page, later. */
-	for (i = 0; i < slots; i++)
-		if (inst->pages[i])
-			put_page(inst->pages[i]);
-	kvfree(inst->pages);
-	inst->pages = NULL;
+	netblk_pages_free(&inst->data_pages, slots);
+	netblk_pages_free(&inst->pages, slots);
+}
+
+/*
+ * The page *@page, ours alone: if the NIC has not finished sending a frame
+ * from it, it is left to the NIC and a fresh one takes its place (NULL when
+ * none can be had now).
+ */
+static struct page *netblk_page_to_write(struct netblk_instance *inst, struct page **page,
+					 unsigned int order)
+{
+	struct page *fresh;
+
+	if (page_ref_count(*page) == 1)
+		return *page;
+	fresh = alloc_pages(GFP_NOWAIT | __GFP_NOWARN | (order ? __GFP_COMP : 0), order);
+	if (!fresh)
+		return NULL;
+	put_page(*page);
+	*page = fresh;
+	inst->pages_replaced++;
+	return fresh;
 }
 
 u8 *netblk_shim_slot_buffer(struct netblk_instance *inst, u32 slot)
 {
-	struct page *page = inst->pages[slot];
+	struct page *page = netblk_page_to_write(inst, &inst->pages[slot], inst->page_order);
 
-	if (page_ref_count(page) != 1) {
-		/*
-		 * The NIC has not finished sending the last frame built in
-		 * it.  Leave that page to the NIC and take a fresh one.
-		 */
-		struct page *fresh = alloc_pages(GFP_NOWAIT | __GFP_NOWARN | __GFP_COMP,
-						 inst->page_order);
-		if (!fresh)
-			return NULL;
-		put_page(page);
-		inst->pages[slot] = fresh;
-		inst->pages_replaced++;
-		page = fresh;
-	}
-	return (u8 *)page_address(page) + inst->frame_headroom;
+	return page ? (u8 *)page_address(page) + inst->frame_headroom : NULL;
+}
+
+u8 *netblk_shim_data_page(struct netblk_instance *inst, u32 slot)
+{
+	struct page *page = netblk_page_to_write(inst, &inst->data_pages[slot], 0);
+
+	return page ? page_address(page) : NULL;
 }
 
 /*
@@ -214,6 +248,22 @@ struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u3
 	return frame;
 }
 
+/*
+ * A gathered READ's datagram: its data, in a data page, as the frame's
+ * second buffer, with a reference for the NIC (xdp_return_frame() puts it).
+ */
+static void netblk_frame_add_frag(struct xdp_frame *frame, u8 *data, u32 len)
+{
+	struct skb_shared_info *sinfo = xdp_get_shared_info_from_frame(frame);
+	struct page *page = virt_to_page(data);
+
+	get_page(page);
+	skb_frag_fill_page_desc(&sinfo->frags[0], page, offset_in_page(data), len);
+	sinfo->nr_frags = 1;
+	sinfo->xdp_frags_size = len;
+	frame->flags |= XDP_FLAGS_HAS_FRAGS;
+}
+
 u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
 			 int *error)
 {
@@ -232,6 +282,8 @@ u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *t
 			frame = netblk_buffer_frame(inst, tx[nr].data, tx[nr].len);
 			if (!frame)
 				break;	/* no headroom: cannot happen with our layout */
+			if (tx[nr].frag)
+				netblk_frame_add_frag(frame, tx[nr].frag, tx[nr].frag_len);
 		}
 		frames[nr] = frame;
 	}

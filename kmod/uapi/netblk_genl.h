@@ -278,6 +278,7 @@ enum netblk_stat_attr {
 	NETBLK_S_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
 	NETBLK_S_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
 	NETBLK_S_ANSWERS_FOLDED,	/* WRITE answers sent as a bit of another's */
+	NETBLK_S_READS_GATHERED,	/* READs of several datagrams read in one disk I/O */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)

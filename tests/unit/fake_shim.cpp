@@ -131,6 +131,7 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	inst->disk.assign(disk_size, 0);
 	inst->vlan = vlan;
 	inst->slot_buffers.assign(NETBLK_SLOTS, std::vector<uint8_t>(4096));
+	inst->data_pages.assign(NETBLK_SLOTS, std::vector<uint8_t>(o.gather_page));
 
 	netblk_core_config config{};
 	config.size_bytes = disk_size;
@@ -147,6 +148,7 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	config.volatile_cache = 1;
 	config.fua = 1;
 	config.dma_align_mask = dma_align_mask;
+	config.gather_page = o.gather_page;
 	config.physical_block_size = 4096;
 	config.io_opt = 0;
 	config.discard_granularity = o.trim ? 4096 : 0;
@@ -204,7 +206,8 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	} else if (inst->fail_io) {
 		status = nb::status_eio;
 	} else if (op == NETBLK_IO_READ) {
-		memcpy(data, &inst->disk[offset], len);
+		if (data)	/* else netblk_shim_submit_read_pages() has read it */
+			memcpy(data, &inst->disk[offset], len);
 	} else if (op == NETBLK_IO_WRITE) {
 		memcpy(&inst->disk[offset], data, len);
 		inst->fua_writes += fua ? 1 : 0;
@@ -220,6 +223,27 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	else
 		inst->pending.push_back({slot, status, may_block != 0});
 	return 0;
+}
+
+int netblk_shim_submit_read_pages(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
+				  uint8_t *const *pages, uint32_t nr, uint32_t len, int may_block)
+{
+	uint32_t page_size = (uint32_t)inst->data_pages[0].size();
+
+	inst->read_pages.push_back(nr);
+	/* the disk's copy into the pages, whole ones but for the last, before it completes */
+	for (uint32_t i = 0, left = len; i < nr; i++) {
+		uint32_t piece = std::min(left, page_size);
+
+		memcpy(pages[i], &inst->disk[offset + (uint64_t)i * page_size], piece);
+		left -= piece;
+	}
+	return netblk_shim_submit_io(inst, slot, NETBLK_IO_READ, offset, nullptr, 0, 0, may_block);
+}
+
+uint8_t *netblk_shim_data_page(struct netblk_instance *inst, uint32_t slot)
+{
+	return inst->no_data_pages ? nullptr : inst->data_pages[slot].data();
 }
 
 uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot)
@@ -258,6 +282,12 @@ uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_
 	for (uint32_t i = 0; i < taken; i++) {
 		inst->sent.emplace_back(tx[i].data, tx[i].data + tx[i].len);
 		inst->sent_frames.push_back(tx[i].frame);
+		/* a second buffer goes out after the first, as one frame */
+		if (tx[i].frag) {
+			inst->sent.back().insert(inst->sent.back().end(), tx[i].frag,
+						 tx[i].frag + tx[i].frag_len);
+			inst->frags_sent++;
+		}
 	}
 	return taken;
 }

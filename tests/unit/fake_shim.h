@@ -32,8 +32,12 @@ struct netblk_instance {
 	int nic_error = 0;		/* the NIC fails every transmit with this */
 	bool no_buffers = false;	/* no slot buffer can be had */
 	bool no_spare = false;		/* nor a reply buffer */
+	bool no_data_pages = false;	/* nor a data page for a gathered READ */
 	std::deque<fake_io> pending;
 	std::vector<std::vector<uint8_t>> slot_buffers;
+	std::vector<std::vector<uint8_t>> data_pages;	/* a slot's, gather_page bytes */
+	std::vector<uint32_t> read_pages;	/* pages each gathered READ's I/O took */
+	uint32_t frags_sent = 0;	/* frames the NIC took in two buffers */
 	std::vector<std::vector<uint8_t>> sent;	/* frames the NIC took */
 	std::vector<void *> sent_frames;	/* each one's received frame, or NULL: a buffer */
 	std::vector<uint32_t> transmit_sizes;	/* frames a transmit call carried */
@@ -63,6 +67,7 @@ struct fake_options {
 	uint32_t sessions = 0;		/* 0: the default */
 	bool open_session = true;	/* HELLO twice, into test::session */
 	bool trim = true;		/* the disk can discard and write zeroes */
+	uint32_t gather_page = 0;	/* not 0: READs gathered into data pages this size */
 };
 
 /*

@@ -266,6 +266,206 @@ TEST_F(instance_fixture, ReadIsAnsweredOneDatagramPerMaxIo)
 	expect_nothing_held();
 }
 
+namespace {
+
+/* An instance whose NIC sends frames in two buffers: READs gathered into 4 KiB data pages. */
+struct gathering : instance_fixture {
+	void SetUp() override
+	{
+		fake_options o;
+		o.gather_page = 4096;
+		inst = fake_start(disk_size, o);
+		ASSERT_NE(inst, nullptr);
+	}
+
+	/* The data of every answer sent, by its offset; each answered once. */
+	std::vector<u8> answered(uint64_t start, uint32_t len)
+	{
+		std::vector<u8> got(len);
+		std::map<uint64_t, int> answers;
+		for (auto &f : inst->sent) {
+			header h = reply_header(f);
+			std::vector<u8> d = reply_data(f);
+
+			EXPECT_EQ(h.status, status_ok);
+			EXPECT_EQ(d.size(), h.length);
+			EXPECT_EQ(answers[h.offset]++, 0) << "answered twice: " << h.offset;
+			std::copy(d.begin(), d.end(), got.begin() + (h.offset - start));
+		}
+		return got;
+	}
+};
+
+} // namespace
+
+TEST_F(gathering, ReadOfSeveralDatagramsIsOneDiskIoAnsweredFromItsPages)
+{
+	std::vector<u8> data = pattern(16384, 3);
+	std::copy(data.begin(), data.end(), inst->disk.begin() + 8192);
+
+	EXPECT_EQ(receive(to_server(request(op_read, 8192, 16384, 0, 0, 12))), NETBLK_RX_FREE);
+	EXPECT_EQ(stats().inflight_queued, 16u) << "still a slot for each datagram";
+	work();
+
+	EXPECT_EQ(inst->submissions, 1u) << "one disk I/O for the READ";
+	EXPECT_EQ(inst->read_pages, std::vector<uint32_t>{ 4 }) << "into four whole pages";
+	ASSERT_EQ(inst->sent.size(), 16u);
+	EXPECT_EQ(inst->frags_sent, 16u) << "every datagram's data a second buffer";
+	for (auto &f : inst->sent) {
+		EXPECT_EQ(reply_header(f).seq, 12u);
+		EXPECT_EQ(reply_header(f).length, 1024u);
+	}
+	EXPECT_EQ(answered(8192, 16384), data);
+
+	netblk_stats s = stats();
+	EXPECT_EQ(s.reads, 1u);
+	EXPECT_EQ(s.reads_gathered, 1u);
+	EXPECT_EQ(s.bytes_zerocopy, 16384u);
+	EXPECT_EQ(s.bytes_copied, 0u);
+	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(gathering, ShortLastDatagramAndOneDatagramReadsAsBefore)
+{
+	std::vector<u8> data = pattern(2560, 5);
+	std::copy(data.begin(), data.end(), inst->disk.begin());
+
+	receive(to_server(request(op_read, 0, 1536)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 2u);
+	EXPECT_EQ(inst->read_pages, std::vector<uint32_t>{ 1 }) << "1536 bytes: part of a page";
+	EXPECT_EQ(answered(0, 1536), std::vector<u8>(data.begin(), data.begin() + 1536));
+
+	inst->sent.clear();
+	receive(to_server(request(op_read, 1536, 1024)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(inst->read_pages.size(), 1u) << "a READ of one datagram is read into its own buffer";
+	EXPECT_EQ(inst->frags_sent, 2u);
+	EXPECT_EQ(reply_data(inst->sent[0]), std::vector<u8>(data.begin() + 1536, data.end()));
+	EXPECT_EQ(stats().reads_gathered, 1u);
+	expect_nothing_held();
+}
+
+TEST_F(gathering, ReadsOfMoreDatagramsThanOneTransmitTakesAreAllAnswered)
+{
+	std::vector<u8> data = pattern(8 * 16384, 11);
+	std::copy(data.begin(), data.end(), inst->disk.begin());
+
+	for (uint32_t i = 0; i < 8; i++)
+		receive(to_server(request(op_read, i * 16384, 16384, 0, 0, 100 + i)));
+	work();
+	EXPECT_EQ(inst->submissions, 8u);
+	ASSERT_EQ(inst->sent.size(), 128u);
+	EXPECT_GE(inst->transmit_sizes.size(), 2u) << "more than NETBLK_TX_BATCH";
+	EXPECT_EQ(answered(0, 8 * 16384), data);
+	expect_nothing_held();
+}
+
+TEST_F(gathering, DiskAgainRetriesTheWholeReadOnce)
+{
+	std::vector<u8> data = pattern(4096, 1);
+	std::copy(data.begin(), data.end(), inst->disk.begin());
+	inst->disk_refusals = 1;
+
+	receive(to_server(request(op_read, 0, 4096)));
+	work();
+	EXPECT_EQ(inst->submissions, 2u) << "the one I/O, tried again";
+	ASSERT_EQ(inst->sent.size(), 4u);
+	EXPECT_EQ(answered(0, 4096), data);
+	netblk_stats s = stats();
+	EXPECT_EQ(s.reads_gathered, 1u) << "one READ, however often tried";
+	EXPECT_EQ(s.disk_busy, 4u) << "its four slots waited";
+	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(gathering, DiskErrorAnswersEveryDatagramEio)
+{
+	inst->fail_io = true;
+	receive(to_server(request(op_read, 0, 3072)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 3u);
+	for (auto &f : inst->sent) {
+		EXPECT_EQ(reply_header(f).status, status_eio);
+		EXPECT_EQ(f.size(), reply_headroom) << "no data";
+	}
+	EXPECT_EQ(inst->frags_sent, 0u);
+	EXPECT_EQ(stats().io_errors, 3u);
+	expect_nothing_held();
+}
+
+TEST_F(gathering, NoDataPageAnswersEveryDatagramEagain)
+{
+	inst->no_data_pages = true;
+	receive(to_server(request(op_read, 0, 2048)));
+	work();
+	EXPECT_EQ(inst->submissions, 0u);
+	ASSERT_EQ(inst->sent.size(), 2u);
+	for (auto &f : inst->sent) {
+		EXPECT_EQ(reply_header(f).status, status_eagain);
+		EXPECT_EQ(f.size(), reply_headroom);
+	}
+	netblk_stats s = stats();
+	EXPECT_EQ(s.no_buffer, 1u);
+	EXPECT_EQ(s.io_errors, 0u);
+	EXPECT_EQ(s.reads_gathered, 0u);
+	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
+	expect_nothing_held();
+}
+
+TEST_F(gathering, NoSlotBufferSendsTheHeadersFromASpareAndTheDataFromItsPage)
+{
+	std::vector<u8> data = pattern(2048, 8);
+	std::copy(data.begin(), data.end(), inst->disk.begin());
+	inst->no_buffers = true;
+
+	receive(to_server(request(op_read, 0, 2048)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 2u);
+	EXPECT_EQ(answered(0, 2048), data);
+	EXPECT_EQ(inst->spare.size(), 2u);
+	EXPECT_TRUE(inst->lent.empty());
+	expect_nothing_held();
+}
+
+TEST_F(gathering, StopDropsAQueuedReadWithAllItsDatagrams)
+{
+	inst->complete_at_once = false;
+	receive(to_server(request(op_read, 0, 4096)));
+	netblk_core_submit(inst->core, now);	/* at the disk */
+	receive(to_server(request(op_read, 4096, 8192)));
+
+	netblk_core_drop_queued(inst->core);
+	EXPECT_EQ(netblk_core_at_disk(inst->core), 4u);
+	netblk_held held{};
+	netblk_core_held(inst->core, &held);
+	EXPECT_EQ(held.slots, 4u) << "the 8 of the queued READ are free again";
+
+	inst->finish_ios();
+	netblk_core_reply(inst->core, now);
+	EXPECT_EQ(netblk_core_at_disk(inst->core), 0u);
+	EXPECT_EQ(inst->sent.size(), 4u);
+	expect_nothing_held();
+	netblk_stats s = stats();
+	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
+}
+
+TEST(Datapath, ReadsAreGatheredOnlyWhereADatagramsDataFitsAPage)
+{
+	fake_options o;
+	o.gather_page = 1536;	/* not a multiple of max_io (1024) */
+	netblk_instance *inst = fake_start(disk_size, o);
+	ASSERT_NE(inst, nullptr);
+	EXPECT_EQ(netblk_core_gather_page(inst->core), 0u);
+	fake_stop(inst);
+	o.gather_page = 4096;
+	inst = fake_start(disk_size, o);
+	EXPECT_EQ(netblk_core_gather_page(inst->core), 4096u);
+	fake_stop(inst);
+}
+
 TEST_F(instance_fixture, ShortLastChunk)
 {
 	receive(to_server(request(op_read, 0, 1536)));

@@ -479,6 +479,30 @@ TEST_F(v2, AuthFullTagsAreCheckedAcrossAMultiBufferFramesBuffers)
 	EXPECT_EQ(stats().auth_failed, 1u);
 }
 
+TEST_F(v2, AuthFullTagsAGatheredReadsAnswersOverTheirDataInTheDataPage)
+{
+	fake_options o;
+	o.key = key_bytes;
+	o.auth_data = true;
+	o.gather_page = 4096;
+	start(o);
+	for (size_t i = 0; i < 4096; i++)
+		inst->disk[i] = (u8)(i * 5 + 3);
+	receive(request(op_read, 0, 4096));
+	work();
+	ASSERT_EQ(inst->sent.size(), 4u);
+	EXPECT_EQ(inst->frags_sent, 4u);
+	for (std::vector<u8> &f : inst->sent) {
+		const u8 *hdr = f.data() + eth_header_size + ipv4_header_size + udp_header_size;
+		header h = reply_header(f);
+
+		EXPECT_EQ(h.status, status_ok);
+		EXPECT_EQ(load_be64(hdr + tag_offset),
+			  compute_tag(test::session.auth, hdr, hdr + header_size, 1024))
+			<< "the datagram at " << h.offset;
+	}
+}
+
 TEST_F(v2, TrimAndWriteZeroesGoToTheDiskAndAreExecutedOnce)
 {
 	start();
