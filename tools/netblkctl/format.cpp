@@ -123,6 +123,7 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_DISK_BATCHES, "disk_batches"},
 	{NETBLK_S_TX_BATCHES, "tx_batches"},
 	{NETBLK_S_ANSWERS_FOLDED, "answers_folded"},
+	{NETBLK_S_READS_GATHERED, "reads_gathered"},
 	{NETBLK_S_TRIMS, "trims"},
 	{NETBLK_S_TRIM_BYTES, "trim_bytes"},
 	{NETBLK_S_WRITE_ZEROES, "write_zeroes"},
@@ -566,7 +567,8 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << ", out " << st(NETBLK_S_FRAMES_TX) << "\n";
 	o << "  batches: " << st(NETBLK_S_DISK_BATCHES) << " to the disk, "
 	  << st(NETBLK_S_TX_BATCHES) << " transmits to the NIC; WRITE answers folded "
-	  << st(NETBLK_S_ANSWERS_FOLDED) << "\n";
+	  << st(NETBLK_S_ANSWERS_FOLDED) << ", READs gathered " << st(NETBLK_S_READS_GATHERED)
+	  << "\n";
 	return o.str();
 }
 

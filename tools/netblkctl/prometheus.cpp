@@ -58,6 +58,8 @@ constexpr counter_metric counters[] = {
 	 "Transmits of replies to the NIC, each with one flush."},
 	{NETBLK_S_ANSWERS_FOLDED, "netblk_answers_folded_total",
 	 "WRITE answers sent as a bit of another WRITE's answer, not a frame of their own."},
+	{NETBLK_S_READS_GATHERED, "netblk_reads_gathered_total",
+	 "READs of several datagrams read in one disk I/O and sent from its pages."},
 	{NETBLK_S_TRIMS, "netblk_trims_total", "TRIM requests accepted."},
 	{NETBLK_S_TRIM_BYTES, "netblk_trim_bytes_total", "Bytes of the TRIM requests accepted."},
 	{NETBLK_S_WRITE_ZEROES, "netblk_write_zeroes_total", "WRITE_ZEROES requests accepted."},

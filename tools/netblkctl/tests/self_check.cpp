@@ -322,7 +322,8 @@ void check_text()
 		 " NIC errors 0\n"
 		 "  service time us (arrival to reply): n/a\n"
 		 "  data in place 0 B, copied 0 B, frames in 0, out 0\n"
-		 "  batches: 0 to the disk, 0 transmits to the NIC; WRITE answers folded 0\n",
+		 "  batches: 0 to the disk, 0 transmits to the NIC; WRITE answers folded 0,"
+		 " READs gathered 0\n",
 		 "list text");
 	netblk_instance l = example();
 	l.latency = sparse_of(*small_histogram());
@@ -332,6 +333,7 @@ void check_text()
 	l.stats[NETBLK_S_DISK_BATCHES] = 40000;
 	l.stats[NETBLK_S_TX_BATCHES] = 50000;
 	l.stats[NETBLK_S_ANSWERS_FOLDED] = 480000;
+	l.stats[NETBLK_S_READS_GATHERED] = 9000;
 	std::string t = format_instance_text(l);
 	check(t.ends_with("  replies dropped 0 (over the mtu 0), waited for room in the NIC 0 times,"
 			  " NIC errors 0\n"
@@ -339,7 +341,7 @@ void check_text()
 			  " 225757.1, max 225757.1\n"
 			  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"
 			  "  batches: 40000 to the disk, 50000 transmits to the NIC; WRITE answers"
-			  " folded 480000\n"),
+			  " folded 480000, READs gathered 9000\n"),
 	      "list text with latency and zero-copy lines");
 	l.latency = {};
 	l.latency.present = true;
