@@ -286,9 +286,11 @@ def kernel_root() -> Path:
 
 def multibuffer_xdp(nic: str) -> bool:
     """Whether the guest's @nic model runs multi-buffer XDP, which netblk
-    needs at an MTU above its receive buffers' size (jumbo frames):
+    needs at an MTU above its receive buffers' size (jumbo frames) and to
+    send a gathered READ's answers (their data in a second buffer):
     virtio-net from Linux 6.3 on (6.1's refuses XDP above an MTU of about
-    3500), vmxnet3 in none of the guest's kernels."""
+    3500, and sends a frame's first buffer alone), vmxnet3 in none of the
+    guest's kernels."""
     return nic == "virtio" and FLAVOUR != "6.1"
 
 
