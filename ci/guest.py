@@ -315,8 +315,14 @@ def kernel_has(module: str) -> bool:
 # a vCPU went on running an int3 the other had patched away (text_poke_bp on
 # XDP's dispatcher, as a program came or went), and the kernel oopsed --
 # TCG's translated code does not follow another vCPU's writes at once.  The
-# cloud kernel, much faster, has not met it; it keeps a thread a vCPU.
+# cloud kernel, much faster, keeps a thread a vCPU, but for two guests side
+# by side (TCG_THREADS_PAIR): its client host met the same race twice, each
+# time as a static key flipped under load (a forced detach closing the
+# client's socket: memalloc_socks_key, udp_encap_needed_key; a soft lockup
+# in ksoftirqd, and a double fault in the slab allocator with a garbled
+# EFLAGS), and two guests on two host cores gain nothing from a thread a vCPU.
 TCG_THREADS = "single" if FLAVOUR == "debug" else "multi"
+TCG_THREADS_PAIR = "single"
 FLAVOUR_CMDLINE = (os.environ.get("NETBLK_DEBUG_CMDLINE", "acpi=noirq hpet=disable tsc=reliable")
                    if FLAVOUR == "debug" else "")
 
@@ -498,14 +504,15 @@ class Guest:
     extra_files: {guest path: host path or bytes}; extra_programs: {guest
       path: host ELF} (shared libraries come along); modules: more kernel
       modules to include.  require_project: fail unless netblk.ko and
-      netblkctl are built.
+      netblkctl are built.  tcg_threads: "multi" (a host thread a vCPU) or
+      "single" (the vCPUs take turns on one: see TCG_THREADS_PAIR).
     """
 
     def __init__(self, name: str = "bench", forwards=(), *, extra_files=None, extra_programs=None,
                  modules=None, memory: int = 1024, smp: int = 2, nic_mtu: int | None = None,
                  boot_timeout: float = BOOT_TIMEOUT, require_project: bool = False,
                  qemu_args=(), cmdline: str = "", keep_disks: bool = False, checks: bool = True,
-                 pid: int | None = None, nic: str = NIC):
+                 pid: int | None = None, nic: str = NIC, tcg_threads: str = TCG_THREADS):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"bad guest name {name!r}")
         self.name = name
@@ -519,6 +526,9 @@ class Guest:
             self.fwd.append((proto, h or free_udp_port(), g))
         self.extra_files, self.extra_programs, self.modules = extra_files, extra_programs, modules
         self.memory, self.smp, self.nic_mtu = memory, smp, nic_mtu
+        if tcg_threads not in ("single", "multi"):
+            raise ValueError(f"tcg_threads {tcg_threads!r}: single or multi")
+        self.tcg_threads = tcg_threads
         if nic not in NIC_MODELS:
             raise ValueError(f"nic {nic!r}: one of {', '.join(NIC_MODELS)}")
         if nic_mtu and nic != "virtio":
@@ -577,7 +587,7 @@ class Guest:
         machine = (["qemu-system-aarch64", "-M", "virt", "-cpu", "max,pauth-impdef=on"]
                    if ARCH == "arm64" else ["qemu-system-x86_64", "-cpu", "max"])
         return [
-            machine[0], *machine[1:-2], "-accel", f"tcg,thread={TCG_THREADS}", *machine[-2:],
+            machine[0], *machine[1:-2], "-accel", f"tcg,thread={self.tcg_threads}", *machine[-2:],
             "-smp", str(self.smp), "-m", str(self.memory),
             "-nodefaults", "-display", "none", "-no-reboot", "-no-user-config",
             "-kernel", str(kernel), "-initrd", str(initrd), "-append", append.strip(),

@@ -17,8 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "ci"))
 
-from guest import (ARCH, NIC, Guest, GuestError, free_udp_port, kernel_has,  # noqa: E402
-                   kernel_trouble, link_args, multibuffer_xdp)
+from guest import (ARCH, NIC, TCG_THREADS_PAIR, Guest, GuestError, free_udp_port,  # noqa: E402
+                   kernel_has, kernel_trouble, link_args, multibuffer_xdp)
 from nbtest import host_elf  # noqa: E402
 
 LOAD = (ROOT / "build" / "arm64" / "netblk-load" if ARCH == "arm64"
@@ -36,8 +36,10 @@ SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
 TC = "/usr/sbin/tc.iproute2"  # iproute2's: busybox's tc has no netem or filters
 # dmsetup (installed by ci/install-deps.sh): a device that grows behind a restart
+# both guests' vCPUs take turns on a host thread (ci/guest.py TCG_THREADS_PAIR)
 GUEST_OPTIONS = {"qemu_args": link_args(SERVER_END, CLIENT_END, "52:54:00:09:00:01"),
-                 "extra_programs": {"/usr/sbin/dmsetup": prog("/usr/sbin/dmsetup")}}
+                 "extra_programs": {"/usr/sbin/dmsetup": prog("/usr/sbin/dmsetup")},
+                 "tcg_threads": TCG_THREADS_PAIR}
 # what the client host's tests use; built in on the debug kernel (ci/debug-kernel.config)
 NETEM_MODULES = ["sch_netem", "sch_ingress", "ifb", "act_mirred", "cls_matchall"]
 CLIENT_MODULES = ["ext4", "crc32c_generic", "raid1"] + NETEM_MODULES
@@ -66,7 +68,7 @@ def client_host():
                               "/sbin/e2fsck": prog("/usr/sbin/e2fsck"),
                               "/usr/bin/fio": prog("/usr/bin/fio"),
                               TC: prog("/sbin/tc"), "/sbin/mdadm": prog("/usr/sbin/mdadm")},
-              modules=[m for m in CLIENT_MODULES if kernel_has(m)])
+              modules=[m for m in CLIENT_MODULES if kernel_has(m)], tcg_threads=TCG_THREADS_PAIR)
     try:
         g.start()
     except GuestError as e:
