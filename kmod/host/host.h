@@ -82,6 +82,7 @@ struct netblk_host_tx {
 	struct bio_vec bvecs[NETBLK_HOST_TX_BATCH * NETBLK_HOST_BVECS];	/* a run's, end to end */
 	struct kvec kvecs[NETBLK_HOST_TX_BATCH];	/* a run of headers alone */
 	bool gso_refused;	/* this kernel cannot segment on this route: one a send */
+	bool route_sg;		/* the route's device takes pages: the batch's, looked up once */
 	/* what the sends did, added to the counters at the next pass under the lock */
 	u64 in_place, copied, batched, errors;
 };

@@ -191,16 +191,27 @@ static u32 netblk_host_datagram_bytes(const struct netblk_host_pending *p)
 	return NETBLK_HOST_HEADER_SIZE + p->len;
 }
 
+/* The skb takes a run's data as page frags: spliced data on a route with scatter-gather. */
+static bool netblk_host_run_in_place(const struct netblk_host_tx *tx,
+				     const struct netblk_host_pending *p)
+{
+	return p->len && p->spliced && tx->route_sg;
+}
+
 /*
  * How many of @p[0..@n) go out in one send: GSO cuts a payload into
  * datagrams of the first one's size, so a run is datagrams of that size,
  * the last one possibly shorter, all of one kind (headers alone, or data
- * spliced or not).
+ * spliced or not).  A run the skb takes in place holds at most
+ * MAX_SKB_FRAGS pieces, a datagram's header and its bvecs, none merged
+ * with the next (a header stands between): with more the socket fails
+ * the send (EMSGSIZE) once it has built most of the skb.
  */
 static u32 netblk_host_run_length(const struct netblk_host_tx *tx,
 				  const struct netblk_host_pending *p, u32 n)
 {
 	u32 size = netblk_host_datagram_bytes(p), total = size, i;
+	u32 frags = netblk_host_run_in_place(tx, p) ? p->nr_bvecs : 0;
 
 	if (tx->gso_refused)
 		return 1;
@@ -210,6 +221,9 @@ static u32 netblk_host_run_length(const struct netblk_host_tx *tx,
 		if (bytes > size || !p[i].len != !p->len || p[i].spliced != p->spliced ||
 		    total + bytes > NETBLK_HOST_GSO_BYTES)
 			break;
+		if (frags && frags + p[i].nr_bvecs > MAX_SKB_FRAGS)
+			break;
+		frags += frags ? p[i].nr_bvecs : 0;
 		total += bytes;
 		if (bytes < size)
 			return i + 1;
@@ -277,7 +291,7 @@ static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_hos
 	err = sock_sendmsg(att->sock, &msg);
 	if (err < 0)
 		return err;
-	in_place = p->spliced && netblk_host_route_sg(att->sock->sk);
+	in_place = netblk_host_run_in_place(tx, p);
 	for (i = 0; i < n; i++) {
 		if (in_place && !p[i].bounced)
 			tx->in_place += p[i].len;
@@ -296,6 +310,7 @@ static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
 	u32 i, j, run;
 	int err;
 
+	tx->route_sg = att->sock && netblk_host_route_sg(att->sock->sk);
 	for (i = 0; i < n; i += run) {
 		run = netblk_host_run_length(tx, &tx->batch[i], n - i);
 		err = netblk_host_send_run(att, &tx->batch[i], run);
