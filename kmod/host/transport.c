@@ -210,8 +210,8 @@ static bool netblk_host_run_in_place(const struct netblk_host_tx *tx,
 static u32 netblk_host_run_length(const struct netblk_host_tx *tx,
 				  const struct netblk_host_pending *p, u32 n)
 {
-	u32 size = netblk_host_datagram_bytes(p), total = size, i;
-	u32 frags = netblk_host_run_in_place(tx, p) ? p->nr_bvecs : 0;
+	u32 size = netblk_host_datagram_bytes(p), total = size, frags = p->nr_bvecs, i;
+	bool in_place = netblk_host_run_in_place(tx, p);
 
 	if (tx->gso_refused)
 		return 1;
@@ -221,9 +221,9 @@ static u32 netblk_host_run_length(const struct netblk_host_tx *tx,
 		if (bytes > size || !p[i].len != !p->len || p[i].spliced != p->spliced ||
 		    total + bytes > NETBLK_HOST_GSO_BYTES)
 			break;
-		if (frags && frags + p[i].nr_bvecs > MAX_SKB_FRAGS)
+		if (in_place && frags + p[i].nr_bvecs > MAX_SKB_FRAGS)
 			break;
-		frags += frags ? p[i].nr_bvecs : 0;
+		frags += p[i].nr_bvecs;
 		total += bytes;
 		if (bytes < size)
 			return i + 1;
