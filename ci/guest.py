@@ -323,15 +323,8 @@ def kernel_has(module: str) -> bool:
 # EFLAGS), and two guests on two host cores gain nothing from a thread a vCPU.
 TCG_THREADS = "single" if FLAVOUR == "debug" else "multi"
 TCG_THREADS_PAIR = "single"
-# The 6.12 cloud kernel on x86-64 meets the same interpreter: enabling each
-# PCI device's interrupt link through ACPI took 6 s a device under TCG (the
-# NVMe disks, the NIC, the agents' port), 25 of the 38 s a boot took; with
-# acpi=noirq a boot takes ~23 s (every device here uses MSI-X).  Not 6.1:
-# without ACPI's routing its PCI devices get no MSI domain (a WARN as NVMe
-# allocates its vectors).
 FLAVOUR_CMDLINE = (os.environ.get("NETBLK_DEBUG_CMDLINE", "acpi=noirq hpet=disable tsc=reliable")
-                   if FLAVOUR == "debug" else
-                   "acpi=noirq" if FLAVOUR == "cloud" and ARCH == "amd64" else "")
+                   if FLAVOUR == "debug" else "")
 
 
 # --------------------------------------------------------------------------
