@@ -41,11 +41,13 @@
 #define NETBLK_HOST_PENDING		512
 /*
  * A datagram's header and the pieces of memory its data lies in, at the
- * most: 17, the pages any max_io below 64 KiB spans.  Data in more pieces
- * (segments smaller than a page under a jumbo max_io) is copied into pages
- * of its own.
+ * most: as many as an skb takes as frags (MAX_SKB_FRAGS is 17 or more), the
+ * header one of them, since a datagram in place is its pieces as they are.
+ * A jumbo max_io (8704 bytes) spans at most 4 pages; data in more than 16
+ * pieces (segments smaller than a page: 8704 bytes in 512-byte ones is 17)
+ * is copied into pages of its own.
  */
-#define NETBLK_HOST_BVECS		18
+#define NETBLK_HOST_BVECS		17
 /*
  * Datagrams taken off the ring at once, and the most one send carries: a
  * run of them of one size goes out in one UDP GSO send (one skb down the

@@ -185,6 +185,8 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 /* A UDP payload's most: a GSO send is one IPv4 datagram until the device segments it. */
 #define NETBLK_HOST_GSO_BYTES	(IP_MAX_MTU - sizeof(struct iphdr) - sizeof(struct udphdr))
 static_assert(NETBLK_HOST_TX_BATCH <= UDP_MAX_SEGMENTS);
+/* a datagram sent in place is its pieces as they are: one skb must take them all */
+static_assert(NETBLK_HOST_BVECS <= MAX_SKB_FRAGS);
 
 static u32 netblk_host_datagram_bytes(const struct netblk_host_pending *p)
 {
