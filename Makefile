@@ -186,10 +186,10 @@ E2E_TESTS_6.12_vmxnet3 := tests/e2e/test_datapath.py tests/e2e/test_lifecycle.py
 	disk_holds_its_frames or (test_link and (without_a_copy or gso or \
 	forced_detach or jumbo))"
 E2E_TESTS_6.1_virtio := tests/e2e/test_datapath.py tests/e2e/test_control_plane.py \
-	tests/e2e/test_monitoring.py tests/e2e/test_polled.py tests/e2e/test_link.py \
+	tests/e2e/test_polled.py tests/e2e/test_link.py \
 	-k "test_datapath or test_polled or refused or refusal_messages or \
 	start_list_stop or nic_down_stops or device_removed or rmmod_with or \
-	removed_device or without_a_copy or attach_mkfs or rmmod_detaches"
+	without_a_copy or attach_mkfs or rmmod_detaches"
 e2e_tests = $(if $(filter all,$(E2E)),tests/e2e,$(or $(E2E_TESTS_$(1)_$(2)),tests/e2e))
 
 e2e: $(E2E_MODULES) netblkctl load
