@@ -178,7 +178,7 @@ E2E_MODULES := $(foreach k,$(KERNELS),$(if $(filter 6.12,$(k)),bench-module,modu
 #    polled completions, the remote host's attach, mkfs and rmmod.
 E2E ?= subsets
 ifneq ($(filter-out subsets all,$(E2E)),)
-$(error E2E=$(E2E): subsets (CI's: the whole suite on 6.12 with virtio-net only) or all)
+$(error E2E=$(E2E): subsets (the default: the whole suite on 6.12 with virtio-net, a share elsewhere) or all (the whole suite everywhere))
 endif
 E2E_TESTS_6.12_vmxnet3 := tests/e2e/test_datapath.py tests/e2e/test_lifecycle.py \
 	tests/e2e/test_link.py tests/e2e/test_monitoring.py tests/e2e/test_stuck.py \
