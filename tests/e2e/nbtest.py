@@ -46,6 +46,11 @@ def arch_file(path: str) -> Path:
     return Path(path) if ARCH == "amd64" else sysroot(ARCH) / path.lstrip("/")
 
 
+def delta(after, before, *keys):
+    """How much each counter of @keys grew from @before to @after."""
+    return {k: after[k] - before[k] for k in keys}
+
+
 def ctl(g, *args, timeout=60):
     """netblkctl ARGS in the guest: (exit status, stdout, stderr)."""
     cmd = " ".join(shlex.quote(str(a)) for a in args)

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client"))
 
 from guest import kernel_trouble  # noqa: E402
-from nbtest import TRIPLET, arch_file, host_elf, leaked  # noqa: E402
+from nbtest import TRIPLET, arch_file, delta, host_elf, leaked  # noqa: E402
 from netblk import (  # noqa: E402
     FLAG_FUA, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_TRIM, INFO_VOLATILE_CACHE,
     INFO_WRITE_ZEROES, MAGIC, OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
@@ -116,10 +116,6 @@ def settled_stats(g, port, seconds=30.0):
         if time.monotonic() > deadline:
             pytest.fail(f"port {port}: requests still in flight after {seconds} s: {s}")
         time.sleep(0.1)
-
-
-def delta(after, before, *keys):
-    return {k: after[k] - before[k] for k in keys}
 
 
 def wait_counted(g, port, before, key, n, seconds=30.0):

@@ -19,7 +19,7 @@ sys.path.insert(0, str(ROOT / "ci"))
 
 from guest import (ARCH, NIC, TCG_THREADS_PAIR, Guest, GuestError, free_udp_port,  # noqa: E402
                    kernel_has, kernel_trouble, link_args, multibuffer_xdp)
-from nbtest import host_elf  # noqa: E402
+from nbtest import delta, host_elf  # noqa: E402
 
 LOAD = (ROOT / "build" / "arm64" / "netblk-load" if ARCH == "arm64"
         else ROOT / "tools" / "netblk-load" / "netblk-load")
@@ -224,8 +224,8 @@ def test_a_large_write_leaves_in_gso_sends_and_reads_back(attached):
     after = attached_json(c)["stats"]
     c.check(f"dd if={DEV} bs=128k count={size >> 17} iflag=direct 2>/dev/null | cmp /tmp/big -",
             timeout=300)
-    d = {k: after[k] - before[k] for k in ("sends", "tx_batched", "tx_errors",
-                                           "bytes_in_place", "bytes_copied")}
+    d = delta(after, before, "sends", "tx_batched", "tx_errors", "bytes_in_place",
+              "bytes_copied")
     assert d["sends"] >= size // 1024 and d["tx_errors"] == 0, d
     # resends after a loss may go alone; nearly all the rest went batched
     assert (d["tx_batched"] >= 0.9 * d["sends"]) if gso_sends(c) else d["tx_batched"] == 0, d
@@ -664,7 +664,7 @@ def test_a_jumbo_write_in_pieces_smaller_than_a_page_reads_back(jumbo, server, c
     before = attached_json(c)["stats"]
     c.check(f"nbiov {DEV} {3 << 20} 17 512", timeout=120)
     after = attached_json(c)["stats"]
-    d = {k: after[k] - before[k] for k in ("tx_errors", "bytes_copied", "errors")}
+    d = delta(after, before, "tx_errors", "bytes_copied", "errors")
     assert d["tx_errors"] == 0 and d["errors"] == 0 and d["bytes_copied"] >= 17 * 512, d
     st = served(server)["stats"]
     assert st["io_errors"] == 0 and st["refused"] == 0, st
