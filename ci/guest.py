@@ -41,7 +41,8 @@ Guest devices (fixed, checked at every boot):
   (build/debug-module, `make debug-module`).
   Tools: busybox (all applets), netblkctl in /usr/sbin, netblk.ko as
   /lib/modules/$REL/extra/netblk.ko (`modprobe netblk`), nbudp (UDP
-  listen/send helper; busybox nc here has no -u), modules virtio_net,
+  listen/send helper; busybox nc here has no -u), nbraw (raw frames), nbiov
+  (scattered O_DIRECT writev, read back), modules virtio_net,
   null_blk, loop, dm-mod.
 
 Commands: run(cmd, timeout) sends a script to the agent, which runs it with
@@ -323,6 +324,11 @@ def kernel_has(module: str) -> bool:
 # EFLAGS), and two guests on two host cores gain nothing from a thread a vCPU.
 TCG_THREADS = "single" if FLAVOUR == "debug" else "multi"
 TCG_THREADS_PAIR = "single"
+# Not acpi=noirq for the cloud kernels, though under TCG enabling each PCI
+# device's ACPI interrupt link takes ~6 s (a 6.12 boot ~57 s -> ~21 s with
+# it): their PCI devices then lose MSI and share INTx lines the $PIR table
+# routes -- in CI "irq 10: nobody cared" (virtio and NVMe on one line) and
+# the line disabled; 6.1 WARNs allocating NVMe's vectors (no MSI domain).
 FLAVOUR_CMDLINE = (os.environ.get("NETBLK_DEBUG_CMDLINE", "acpi=noirq hpet=disable tsc=reliable")
                    if FLAVOUR == "debug" else "")
 

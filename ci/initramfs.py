@@ -13,7 +13,8 @@ Contents:
                                             their dependencies, decompressed,
                                             plus modules.dep from `depmod -b`
   /lib/modules/$REL/extra/netblk.ko         if given
-  /usr/bin/nbudp, /usr/bin/nbraw             static UDP and raw-frame helpers (ci/guest-files/*.c)
+  /usr/bin/nbudp, nbraw, nbiov               static UDP, raw-frame and scattered
+                                            direct-I/O helpers (ci/guest-files/*.c)
   any extra files; dynamic ELF programs bring their `ldd` closure and loader.
 
 arch="arm64" builds one for an arm64 guest from arm64 programs (cross-built,
@@ -312,7 +313,8 @@ def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
         put("/etc/passwd", b"root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/:/bin/sh\n")
         put("/etc/group", b"root:x:0:\nnogroup:x:65534:\n")
 
-        # the static helpers: nbudp (UDP), nbraw (raw Ethernet frames)
+        # the static helpers: nbudp (UDP), nbraw (raw Ethernet frames), nbiov
+        # (a writev of pieces smaller than a page, read back)
         for src in sorted(GUEST_FILES.glob("*.c")):
             subprocess.run([cc, "-static", "-Os", "-Wall", "-Werror", "-o",
                             str(st / "usr/bin" / src.stem), str(src)], check=True)
