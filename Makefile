@@ -172,6 +172,8 @@ E2E_MODULES := $(foreach k,$(KERNELS),$(if $(filter 6.12,$(k)),bench-module,modu
 #    and multi-buffer code): the data path, the lifecycle loop, the remote
 #    host's zero-copy, GSO, forced-detach and jumbo tests, the NIC removed
 #    under an instance, the NIC downed while a stuck disk holds its pages.
+#    test_link's server keeps a virtio-net link NIC there (multi-buffer
+#    XDP), so its jumbo tests pair it with a client whose NIC takes pages.
 #  - 6.1 (kmod/shim/compat.h: bdev open without holder ops, the extack
 #    ring, no frag sends, alloc_disk, polled queues): the data path, the
 #    control plane's refusals and stops, a removed disk found by the reaper,
