@@ -115,6 +115,32 @@ CLIENT_MODULES = ["nvme_tcp", "nbd", "aoe", "raid1"]
 WORKLOADS = (("randread", 4096, 1), ("randwrite", 4096, 1),
              ("randread", 4096, 32), ("randwrite", 4096, 32),
              ("read", 131072, 8), ("write", 131072, 8))
+FIO_RW = ("randread", "randwrite", "read", "write")
+
+
+def size_label(nbytes: int) -> str:
+    """4096 -> 4k, 512 -> 512."""
+    return f"{nbytes // 1024}k" if nbytes % 1024 == 0 else str(nbytes)
+
+
+def parse_workloads(text: str) -> tuple:
+    """--workloads: RW:BS:QD,... (BS in bytes or with a k suffix) -> the
+    WORKLOADS tuples; ValueError saying which item is wrong."""
+    out = []
+    for item in text.split(","):
+        parts = item.split(":")
+        if len(parts) != 3 or parts[0] not in FIO_RW:
+            raise ValueError(f"{item!r}: RW:BS:QD, RW one of {', '.join(FIO_RW)}")
+        rw, bs, qd = parts
+        try:
+            size = int(bs[:-1]) * 1024 if bs.endswith("k") else int(bs)
+            depth = int(qd)
+        except ValueError:
+            raise ValueError(f"{item!r}: BS and QD are numbers (4096 or 4k; 32)") from None
+        if size <= 0 or size % 512 or depth < 1:
+            raise ValueError(f"{item!r}: BS a multiple of 512 bytes, QD 1 or more")
+        out.append((rw, size, depth))
+    return tuple(out)
 
 
 def fio_job(dev: str, rw: str, bs: int, depth: int, seconds: float, extra: str = "",
@@ -397,7 +423,7 @@ def table(meds: list[dict]) -> str:
         def f(k, w):
             v = m.get(k)
             return f"{'-' if v is None else v:>{w}}"
-        lines.append(f"{m['system']:12} {m['workload']:10} {m['bs'] // 1024:>5}k {m['depth']:>3} "
+        lines.append(f"{m['system']:12} {m['workload']:10} {size_label(m['bs']):>6} {m['depth']:>3} "
                      f"{f('iops', 8)} {f('mib_s', 7)} {f('p50_us', 8)} {f('p99_us', 9)} "
                      f"{f('p999_us', 9)} {f('server_cpu_us_per_req', 10)} "
                      f"{f('client_cpu_us_per_req', 10)}")
@@ -416,8 +442,9 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
     except ImportError:
         log("bench: no plot: python3-matplotlib is not installed")
         return False
-    workloads = [(rw, bs, qd) for rw, bs, qd in WORKLOADS
-                 if any((m["workload"], m["bs"], m["depth"]) == (rw, bs, qd) for m in meds)]
+    # in the order they ran (WORKLOADS', or --workloads')
+    workloads = list(dict.fromkeys((m["workload"], m["bs"], m["depth"]) for m in meds
+                                   if m["system"] not in MD_SYSTEMS))
     systems = [s for s in SYSTEMS if s != "local" and s not in MD_SYSTEMS and
                any(m["system"] == s for m in meds)]
     metrics = (("iops", "IOPS (higher is better)"), ("p99_us", "p99 us (lower is better)"),
@@ -441,7 +468,7 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
             if row == 0:
                 local = next((m for m in meds if (m["system"], m["workload"], m["bs"],
                                                   m["depth"]) == ("local", rw, bs, qd)), None)
-                ax.set_title(f"{rw} {bs // 1024}k QD{qd}" +
+                ax.set_title(f"{rw} {size_label(bs)} QD{qd}" +
                              (f"\n(local disk: {local['iops']:.0f})" if local else ""),
                              fontsize=8)
             if col == 0:
@@ -465,6 +492,9 @@ def main() -> int:
                          "row (2; 0: none)")
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every system this many times over, in turn (1)")
+    ap.add_argument("--workloads", default=None, metavar="RW:BS:QD,...",
+                    help="fio jobs to run instead of the default set, e.g. "
+                         "randread:512:32,randread:4k:32 (md systems keep theirs)")
     ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
                     help="the guests' NIC model (NETBLK_NIC, virtio by default)")
     ap.add_argument("--out", default=None, help="bench/results.json, and its plot "
@@ -473,6 +503,10 @@ def main() -> int:
                     help="this host's net.core.rmem_default while the guests start (the link's "
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
     a = ap.parse_args()
+    try:
+        chosen = parse_workloads(a.workloads) if a.workloads else WORKLOADS
+    except ValueError as e:
+        ap.error(f"--workloads {e}")
     systems = a.systems.split(",") if a.systems else \
         [s for s in SYSTEMS if s != "netblk-9000" or a.nic == "virtio"]
     for s in systems:
@@ -546,7 +580,7 @@ def run(a, systems: list[str], found: dict) -> int:
                  "md-netblk": (link.md_netblk_setup, link.md_netblk_teardown),
                  "md-nvme-tcp": (link.md_nvme_setup, link.md_nvme_teardown)}
         def workloads(system: str):
-            return MD_WORKLOADS if system in MD_SYSTEMS else WORKLOADS
+            return MD_WORKLOADS if system in MD_SYSTEMS else chosen
 
         total = a.rounds * sum(len(workloads(s)) for s in systems)
         done = 0
@@ -570,7 +604,7 @@ def run(a, systems: list[str], found: dict) -> int:
                         failures.append(f"{system}: warm-up: {e}")
                 for rw, bs, depth in workloads(system):
                     done += 1
-                    what = f"{system} {rw} {bs // 1024}k qd{depth}"
+                    what = f"{system} {rw} {size_label(bs)} qd{depth}"
                     log(f"bench: [{done}/{total}] {what}" +
                         (f" (round {rnd + 1})" if a.rounds > 1 else ""))
                     try:
@@ -617,7 +651,7 @@ def run(a, systems: list[str], found: dict) -> int:
         log(f"bench: wrote {png}")
     print(table(meds))
     for r in result["ratios"]:
-        print(f"{r['system']}/{r['vs']} {r['workload']} {r['bs'] // 1024}k qd{r['depth']}: "
+        print(f"{r['system']}/{r['vs']} {r['workload']} {size_label(r['bs'])} qd{r['depth']}: "
               f"iops {r['iops']}, p99 {r['p99_us']}, server CPU/req {r['server_cpu_us_per_req']}")
     if counters:
         print("netblk: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
