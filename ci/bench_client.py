@@ -504,7 +504,7 @@ def main() -> int:
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
     a = ap.parse_args()
     try:
-        chosen = parse_workloads(a.workloads) if a.workloads else WORKLOADS
+        a.workloads = parse_workloads(a.workloads) if a.workloads else WORKLOADS
     except ValueError as e:
         ap.error(f"--workloads {e}")
     systems = a.systems.split(",") if a.systems else \
@@ -580,7 +580,7 @@ def run(a, systems: list[str], found: dict) -> int:
                  "md-netblk": (link.md_netblk_setup, link.md_netblk_teardown),
                  "md-nvme-tcp": (link.md_nvme_setup, link.md_nvme_teardown)}
         def workloads(system: str):
-            return MD_WORKLOADS if system in MD_SYSTEMS else chosen
+            return MD_WORKLOADS if system in MD_SYSTEMS else a.workloads
 
         total = a.rounds * sum(len(workloads(s)) for s in systems)
         done = 0
