@@ -82,8 +82,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result,  # noqa: E402
-                   guest_busy, host_udp_drops, log, parse_cpu)
+from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result, fmt_size,  # noqa: E402
+                   guest_busy, host_udp_drops, log, parse_cpu, parse_size)
 from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_args  # noqa: E402
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
@@ -118,11 +118,6 @@ WORKLOADS = (("randread", 4096, 1), ("randwrite", 4096, 1),
 FIO_RW = ("randread", "randwrite", "read", "write")
 
 
-def size_label(nbytes: int) -> str:
-    """4096 -> 4k, 512 -> 512."""
-    return f"{nbytes // 1024}k" if nbytes % 1024 == 0 else str(nbytes)
-
-
 def parse_workloads(text: str) -> tuple:
     """--workloads: RW:BS:QD,... (BS in bytes or with a k suffix) -> the
     WORKLOADS tuples; ValueError saying which item is wrong."""
@@ -133,7 +128,7 @@ def parse_workloads(text: str) -> tuple:
             raise ValueError(f"{item!r}: RW:BS:QD, RW one of {', '.join(FIO_RW)}")
         rw, bs, qd = parts
         try:
-            size = int(bs[:-1]) * 1024 if bs.endswith("k") else int(bs)
+            size = parse_size(bs)
             depth = int(qd)
         except ValueError:
             raise ValueError(f"{item!r}: BS and QD are numbers (4096 or 4k; 32)") from None
@@ -423,7 +418,7 @@ def table(meds: list[dict]) -> str:
         def f(k, w):
             v = m.get(k)
             return f"{'-' if v is None else v:>{w}}"
-        lines.append(f"{m['system']:12} {m['workload']:10} {size_label(m['bs']):>6} {m['depth']:>3} "
+        lines.append(f"{m['system']:12} {m['workload']:10} {fmt_size(m['bs']):>6} {m['depth']:>3} "
                      f"{f('iops', 8)} {f('mib_s', 7)} {f('p50_us', 8)} {f('p99_us', 9)} "
                      f"{f('p999_us', 9)} {f('server_cpu_us_per_req', 10)} "
                      f"{f('client_cpu_us_per_req', 10)}")
@@ -468,7 +463,7 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
             if row == 0:
                 local = next((m for m in meds if (m["system"], m["workload"], m["bs"],
                                                   m["depth"]) == ("local", rw, bs, qd)), None)
-                ax.set_title(f"{rw} {size_label(bs)} QD{qd}" +
+                ax.set_title(f"{rw} {fmt_size(bs)} QD{qd}" +
                              (f"\n(local disk: {local['iops']:.0f})" if local else ""),
                              fontsize=8)
             if col == 0:
@@ -604,7 +599,7 @@ def run(a, systems: list[str], found: dict) -> int:
                         failures.append(f"{system}: warm-up: {e}")
                 for rw, bs, depth in workloads(system):
                     done += 1
-                    what = f"{system} {rw} {size_label(bs)} qd{depth}"
+                    what = f"{system} {rw} {fmt_size(bs)} qd{depth}"
                     log(f"bench: [{done}/{total}] {what}" +
                         (f" (round {rnd + 1})" if a.rounds > 1 else ""))
                     try:
@@ -651,7 +646,7 @@ def run(a, systems: list[str], found: dict) -> int:
         log(f"bench: wrote {png}")
     print(table(meds))
     for r in result["ratios"]:
-        print(f"{r['system']}/{r['vs']} {r['workload']} {size_label(r['bs'])} qd{r['depth']}: "
+        print(f"{r['system']}/{r['vs']} {r['workload']} {fmt_size(r['bs'])} qd{r['depth']}: "
               f"iops {r['iops']}, p99 {r['p99_us']}, server CPU/req {r['server_cpu_us_per_req']}")
     if counters:
         print("netblk: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
