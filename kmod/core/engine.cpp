@@ -220,15 +220,17 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.fold = false;
 	s.folded = 0;
 	s.head_payload = 0;
-	s.next = 0;
-	s.gather_len = 0;
+	s.next = no_slot;
+	s.read_len = 0;
+	s.first = no_slot;
+	s.unreleased = 0;
 	s.scattered = false;
 }
 
 /*
  * A READ takes a slot for every datagram of its answer, all at once: the
- * request frame holds nothing they need afterwards, so it is freed.  Each
- * goes to the disk on its own, or, gathered, the first for them all.
+ * request frame holds nothing they need afterwards, so it is freed.  They
+ * are chained from the first, which alone is queued (engine.h).
  */
 netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 				     const reply_route &route, const header &h, u64 now_ns)
@@ -247,13 +249,14 @@ netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 		s.request.length = min(geo_.max_io, h.length - i * geo_.max_io);
 		if (i + 1 < count)
 			s.next = indices[i + 1];
-		if (!gather_page_ || count == 1)
-			requests_.push(indices[i]);
+		if (count > 1)
+			s.first = indices[0];
 	}
-	if (gather_page_ && count > 1) {
-		slots_[indices[0]].gather_len = h.length;
-		requests_.push(indices[0]);
+	if (count > 1) {
+		slots_[indices[0]].read_len = h.length;
+		slots_[indices[0]].unreleased = count;
 	}
+	requests_.push(indices[0]);
 	add_once(c.queued, count);
 	add_once(c.reads, 1);
 	add_once(c.read_bytes, h.length);
@@ -404,16 +407,30 @@ void engine::answer_now(u32 index, u16 status)
 	complete(index, status);
 }
 
-/* The slots a request at the disk stands for: a gathered READ's datagrams, or itself. */
+/* The slots a request stands for: a READ's datagrams not started apart yet, or itself. */
 u32 engine::slots_of(const slot &s) const
 {
-	return s.gather_len ? (s.gather_len + geo_.max_io - 1) / geo_.max_io : 1;
+	return s.read_len ? (s.read_len + geo_.max_io - 1) / geo_.max_io : 1;
 }
 
-/* A request the worker answers without sending it to the disk. */
+/*
+ * A request the worker answers without sending it to the disk: a READ of
+ * several datagrams gets one answer, from its first slot, and its other
+ * slots send nothing.
+ */
 void engine::answer_without_disk(u32 index, u16 status)
 {
-	add_once(worker_.submitted, slots_of(slots_[index]));
+	slot &s = slots_[index];
+
+	add_once(worker_.submitted, slots_of(s));
+	if (s.read_len) {
+		add_once(worker_.reaped, slots_of(s) - 1);
+		s.read_len = 0;
+		for (u32 at = s.next, next; at != no_slot; at = next) {
+			next = slots_[at].next;
+			release_unsent(at);
+		}
+	}
 	answer_now(index, status);
 }
 
@@ -609,6 +626,38 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 }
 
 /*
+ * A READ of one datagram, or INFO: answered in the slot's own buffer, the
+ * data read in behind the reply's headroom.  No buffer for it: EAGAIN.
+ */
+int engine::start_read(u32 index, slot &s, bool may_block)
+{
+	s.reply_at = netblk_shim_slot_buffer(shim_, index);
+	if (!s.reply_at) {
+		add_once(worker_.no_buffer, 1);
+		answer_now(index, status_eagain);
+		return 0;
+	}
+	if (s.request.op == op_info) {
+		encode_info(s.reply_at + reply_headroom_, geo_);
+		answer_now(index, status_ok);
+		return 0;
+	}
+	return netblk_shim_submit_io(shim_, index, NETBLK_IO_READ, s.request.offset,
+				     s.reply_at + reply_headroom_, s.request.length, 0, may_block);
+}
+
+/* A READ of several datagrams, not gathered: each datagram goes to the disk on its own. */
+void engine::start_datagram_reads(u32 index)
+{
+	slots_[index].read_len = 0;
+	for (u32 at = index, next; at != no_slot; at = next) {
+		next = slots_[at].next;
+		if (start_read(at, slots_[at], false))
+			answer_now(at, status_eio);
+	}
+}
+
+/*
  * A gathered READ to the disk, in one I/O: its datagrams' data one after
  * another across the data pages of its first slots, datagram i's at
  * i * max_io -- never across two pages, as max_io divides a page.
@@ -616,7 +665,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 int engine::start_gathered_read(u32 index, slot &s, bool may_block)
 {
 	u8 *pages[read_datagrams_max];
-	u32 nr = (s.gather_len + gather_page_ - 1) / gather_page_;
+	u32 nr = (s.read_len + gather_page_ - 1) / gather_page_;
 	u32 per_page = gather_page_ / geo_.max_io;
 	u32 count = slots_of(s), at = index;
 
@@ -634,7 +683,31 @@ int engine::start_gathered_read(u32 index, slot &s, bool may_block)
 		slots_[at].scattered = true;
 	}
 	return netblk_shim_submit_read_pages(shim_, index, s.request.offset, pages, nr,
-					     s.gather_len, may_block);
+					     s.read_len, may_block);
+}
+
+/* Slot @index's I/O, its answer when it needs none; non-zero: not started. */
+int engine::start_op(u32 index, slot &s, bool may_block)
+{
+	switch (s.request.op) {
+	case op_read:
+		if (s.read_len)
+			return start_gathered_read(index, s, may_block);
+		[[fallthrough]];
+	case op_info:
+		return start_read(index, s, may_block);
+	case op_write:
+		return start_write(index, s, may_block);
+	case op_trim:
+	case op_write_zeroes:
+		return netblk_shim_submit_io(shim_, index,
+					     s.request.op == op_trim ? NETBLK_IO_DISCARD :
+								       NETBLK_IO_WRITE_ZEROES,
+					     s.request.offset, nullptr, s.request.length, 0, may_block);
+	default: /* op_flush */
+		return netblk_shim_submit_io(shim_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
+					     may_block);
+	}
 }
 
 void engine::start_io(u32 index)
@@ -642,51 +715,15 @@ void engine::start_io(u32 index)
 	slot &s = slots_[index];
 	/* The disk said "again" to it often enough: let it make the worker wait. */
 	bool may_block = s.tries >= again_nowait_tries;
-	int err = 0;
 
 	add_once(worker_.submitted, slots_of(s));
 	if (may_block)
 		add_once(worker_.disk_blocking, 1);
-	switch (s.request.op) {
-	case op_read:
-		if (s.gather_len) {
-			err = start_gathered_read(index, s, may_block);
-			break;
-		}
-		[[fallthrough]];
-	case op_info:
-		/* answered in the slot's own buffer: no page for it, EAGAIN */
-		s.reply_at = netblk_shim_slot_buffer(shim_, index);
-		if (!s.reply_at) {
-			add_once(worker_.no_buffer, 1);
-			answer_now(index, status_eagain);
-			return;
-		}
-		if (s.request.op == op_info) {
-			encode_info(s.reply_at + reply_headroom_, geo_);
-			answer_now(index, status_ok);
-			return;
-		}
-		err = netblk_shim_submit_io(shim_, index, NETBLK_IO_READ, s.request.offset,
-					    s.reply_at + reply_headroom_, s.request.length, 0,
-					    may_block);
-		break;
-	case op_write:
-		err = start_write(index, s, may_block);
-		break;
-	case op_trim:
-	case op_write_zeroes:
-		err = netblk_shim_submit_io(shim_, index,
-					    s.request.op == op_trim ? NETBLK_IO_DISCARD :
-								      NETBLK_IO_WRITE_ZEROES,
-					    s.request.offset, nullptr, s.request.length, 0, may_block);
-		break;
-	default: /* op_flush */
-		err = netblk_shim_submit_io(shim_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
-					    may_block);
-		break;
+	if (s.request.op == op_read && s.read_len && !gather_page_) {
+		start_datagram_reads(index);
+		return;
 	}
-	if (err)
+	if (start_op(index, s, may_block))
 		answer_now(index, status_eio);
 }
 
@@ -758,6 +795,26 @@ void engine::complete(u32 index, u16 status)
 
 /* ---- the worker: to the NIC ---- */
 
+/*
+ * Slot @index is free again -- a READ's slots only all together, once the
+ * last of its datagrams is released: until then, a gathered READ's later
+ * datagrams send from its first slots' data pages, which a slot taken
+ * again would read other data into.
+ */
+void engine::give_back(u32 index)
+{
+	u32 first = slots_[index].first;
+
+	if (first == no_slot) {
+		free_slots_.push(index);
+		return;
+	}
+	if (--slots_[first].unreleased)
+		return;
+	for (u32 at = first; at != no_slot; at = slots_[at].next)
+		free_slots_.push(at);
+}
+
 /* Its frame is the NIC's now, or freed: the slot is free. */
 void engine::release(u32 index)
 {
@@ -772,7 +829,7 @@ void engine::release(u32 index)
 		netblk_shim_reply_done(shim_, index);
 	}
 	add_once(worker_.replied, 1);
-	free_slots_.push(index);
+	give_back(index);
 }
 
 /* No reply goes out from it: the frame it holds, if any, is freed; the slot is free. */
@@ -792,25 +849,12 @@ void engine::drop_reply(u32 index)
 	release_unsent(index);
 }
 
-/*
- * A slot back from the disk: build its reply (true), or retry it or drop it
- * (false).
- */
+/* A slot back from the disk: build its reply (true), or drop it (false). */
 bool engine::finish_io(u32 index, u64 now_ns)
 {
 	slot &s = slots_[index];
 	u32 data_len = 0;
 
-	if (s.status == NETBLK_IO_AGAIN) {
-		if (++s.tries < again_tries_max) {
-			retry_later(index, now_ns);
-			return false;
-		}
-		s.status = status_eagain;
-		add_once(worker_.disk_gave_up, 1);
-	} else {
-		disk_freed_ = true;
-	}
 	if (s.windowed)
 		window_done(s);
 
@@ -1030,7 +1074,7 @@ void engine::scatter(u32 index)
 	slot &first = slots_[index];
 	u32 count = slots_of(first), at = index;
 
-	first.gather_len = 0;
+	first.read_len = 0;
 	if (first.scattered)
 		add_once(worker_.reads_gathered, 1);	/* once, however often the disk said "again" */
 	for (u32 i = 0; i < count; i++, at = slots_[at].next) {
@@ -1040,19 +1084,40 @@ void engine::scatter(u32 index)
 }
 
 /*
- * The next slot back from the disk to answer: a datagram of a gathered READ
- * the disk answered, else the next completion -- which, the first of a
- * gathered READ, brings all its datagrams, unless the disk said "again".
+ * The disk said "again": tried again after a backoff (true), or, after
+ * again_tries_max tries, answered EAGAIN (false).
  */
-bool engine::next_done(u32 *index)
+bool engine::retry_again(u32 index, u64 now_ns)
 {
-	if (!scattered_.count) {
+	slot &s = slots_[index];
+
+	if (++s.tries < again_tries_max) {
+		retry_later(index, now_ns);
+		return true;
+	}
+	s.status = status_eagain;
+	add_once(worker_.disk_gave_up, 1);
+	return false;
+}
+
+/*
+ * The next slot back from the disk to answer: a datagram of a gathered READ
+ * the disk answered, else the next completion not to be tried again --
+ * which, the first of a gathered READ, brings all its datagrams.
+ */
+bool engine::next_done(u32 *index, u64 now_ns)
+{
+	while (!scattered_.count) {
 		if (!completions_.pop(index))
 			return false;
 		slot &s = slots_[*index];
 
 		add_once(worker_.reaped, slots_of(s));
-		if (!s.gather_len || s.status == NETBLK_IO_AGAIN)
+		if (s.status != NETBLK_IO_AGAIN)
+			disk_freed_ = true;
+		else if (retry_again(*index, now_ns))
+			continue;
+		if (!s.read_len)
 			return true;
 		scatter(*index);
 	}
@@ -1067,7 +1132,7 @@ u32 engine::reply(u64 now_ns)
 
 	if (unsent_.count && now_ns >= tx_due_)
 		moved = n = resends = take_unsent(batch);
-	while (n < NETBLK_TX_BATCH && next_done(&index)) {
+	while (n < NETBLK_TX_BATCH && next_done(&index, now_ns)) {
 		moved++;
 		if (finish_io(index, now_ns) && !fold_answer(batch + resends, n - resends, index))
 			tx_entry(batch[n++], index);

@@ -18,11 +18,13 @@
  * completion context (any CPU), submit() and reply() in the worker; they
  * meet only in the rings.
  *
- * A READ answered in several datagrams takes a slot for each; where the
- * shim can send a frame's data from a second buffer (gather_page), only
- * the first slot goes to the disk, for one I/O into data pages, and the
- * others wait for it: the disk sees one command where it would see one a
- * datagram.  The disk's answer brings them all to reply() (scattered_).
+ * A READ answered in several datagrams takes a slot for each, chained from
+ * its first, which alone travels the requests ring and is admitted; then
+ * each datagram goes to the disk on its own, or, where the shim can send a
+ * frame's data from a second buffer (gather_page), the first for them all,
+ * one I/O into data pages: the disk sees one command where it would see
+ * one a datagram.  The disk's answer brings them all to reply()
+ * (scattered_).  Its slots are freed together, after its last datagram.
  *
  * Protocol v2's sessions (session.h) are the worker's: submit() admits each
  * request -- its session must still be open, and one that changes the disk
@@ -64,13 +66,19 @@ struct slot_fields {
 	bool fold;		/* a WRITE of a session that takes folded answers */
 	u32 folded;		/* its answer answers these too: bit i, seq + 1 + i */
 	/*
-	 * A gathered READ: the slots of its datagrams, chained from the first
-	 * (which alone goes to the disk, for all of them) through next;
-	 * gather_len is the whole READ's bytes, in the first, until the disk
-	 * has answered.
+	 * A READ of several datagrams: the slots of its datagrams, chained
+	 * from the first through next (no_slot ends it).  Only the first goes
+	 * through admission; read_len is the whole READ's bytes, in the first,
+	 * until its datagrams are started one by one or, gathered, until the
+	 * disk has answered the one I/O for them all.  Its slots go back to
+	 * the free ring together, when the last is released (unreleased, in
+	 * the first): a gathered READ's datagrams send their data from the
+	 * data pages of its first slots.
 	 */
 	u32 next;
-	u32 gather_len;
+	u32 read_len;
+	u32 first;		/* the first slot of its READ, or no_slot: a request alone */
+	u32 unreleased;		/* in the first: its READ's slots not released yet */
 	bool scattered;		/* its data is at payload, in a data page: a frame's second buffer */
 };
 
@@ -131,6 +139,8 @@ public:
 	const histogram &service_time() const { return hist_; }
 	const worker_counters &counters() const { return worker_; }
 
+	static constexpr u32 no_slot = ~0u;
+
 	/* for tests */
 	rx_counters &rx(u32 cpu) { return rx_[cpu]; }
 	worker_counters &worker() { return worker_; }
@@ -171,9 +181,13 @@ private:
 	netblk_rx_verdict queue_read(rx_counters &c, u8 *data, u32 *len,
 				     const reply_route &route, const header &h, u64 now_ns);
 	u32 slots_of(const slot &s) const;
+	int start_read(u32 index, slot &s, bool may_block);
+	void start_datagram_reads(u32 index);
 	int start_gathered_read(u32 index, slot &s, bool may_block);
+	int start_op(u32 index, slot &s, bool may_block);
 	void scatter(u32 index);
-	bool next_done(u32 *index);
+	bool retry_again(u32 index, u64 now_ns);
+	bool next_done(u32 *index, u64 now_ns);
 	netblk_rx_verdict queue_one(rx_counters &c, void *frame, u8 *data, u32 *len,
 				    const frame_layout &layout, const reply_route &route,
 				    const header &h, u64 now_ns);
@@ -200,6 +214,7 @@ private:
 	void note_transmit(u32 sent, int error, u64 now_ns);
 	void tx_entry(netblk_tx &tx, u32 index);
 	void drop_reply(u32 index);
+	void give_back(u32 index);
 	void release(u32 index);
 	void release_unsent(u32 index);
 

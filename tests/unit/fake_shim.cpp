@@ -25,6 +25,14 @@ void netblk_instance::finish_newest()
 	netblk_core_complete(core, io.slot, io.status);
 }
 
+uint32_t netblk_instance::free_slots_left()
+{
+	netblk_held held{};
+
+	netblk_core_held(core, &held);
+	return NETBLK_SLOTS - held.slots;
+}
+
 netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask,
 			    uint16_t vlan)
 {

@@ -54,6 +54,7 @@ struct netblk_instance {
 
 	void finish_ios();
 	void finish_newest();		/* only the last one submitted */
+	uint32_t free_slots_left();	/* slots a new request could take now */
 	uint64_t submissions = 0;
 };
 

@@ -88,6 +88,15 @@ std::vector<u8> pattern(size_t n, uint8_t seed)
 	return v;
 }
 
+/* Every 8 bytes their own offset: no two places on the disk hold the same bytes. */
+std::vector<u8> offset_pattern(size_t n)
+{
+	std::vector<u8> v(n);
+	for (size_t i = 0; i + 8 <= n; i += 8)
+		store_be64(v.data() + i, i);
+	return v;
+}
+
 } // namespace
 
 TEST_F(instance_fixture, InfoDescribesTheDevice)
@@ -379,6 +388,98 @@ TEST_F(gathering, DiskAgainRetriesTheWholeReadOnce)
 	EXPECT_EQ(s.disk_busy, 4u) << "its four slots waited";
 	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
 	expect_nothing_held();
+}
+
+/*
+ * A gathered READ's datagrams send their data from the data pages of its
+ * first slots (datagram i from slot i / 4's).  The NIC takes three of its
+ * 16 answers, the rest wait for room; meanwhile every other slot is at the
+ * disk, so new READs could only have the three slots just sent, of which
+ * the second owns the page answers 4 to 7 still send from.  A READ of one
+ * datagram and one of two, gathered into its first slot's page, must not
+ * get them (they are answered EAGAIN), and every answer of the first READ
+ * must carry the disk's bytes at its own offset.
+ */
+TEST_F(gathering, SlotsSentFromStayTakenUntilTheLastDatagramOfTheirReadIsSent)
+{
+	std::vector<u8> data = offset_pattern(disk_size);
+	std::copy(data.begin(), data.end(), inst->disk.begin());
+	inst->complete_at_once = false;
+
+	receive(to_server(request(op_read, 0, 16384)));
+	netblk_core_submit(inst->core, now);
+	for (uint32_t i = 1; i < 16; i++)	/* every other slot at the disk */
+		receive(to_server(request(op_read, i * 16384, 16384)));
+	netblk_core_submit(inst->core, now);
+	ASSERT_EQ(inst->pending.size(), 16u);
+	ASSERT_EQ(inst->free_slots_left(), 0u);
+
+	fake_io first = inst->pending.front();	/* the first READ's one I/O */
+	inst->pending.pop_front();
+	netblk_core_complete(inst->core, first.slot, first.status);
+	inst->nic_takes = 3;
+	netblk_core_reply(inst->core, now);
+	ASSERT_EQ(inst->sent.size(), 3u) << "the NIC had room for three";
+
+	/* READs of other bytes, into whatever slots are free */
+	std::vector<u8> *one = nullptr, *two = nullptr;
+	netblk_rx_verdict v1 = receive(to_server(request(op_read, 512 * 1024, 1024)), 0, &one);
+	netblk_rx_verdict v2 = receive(to_server(request(op_read, 513 * 1024, 2048)), 0, &two);
+	netblk_core_submit(inst->core, now);
+	inst->nic_takes = ~0u;
+	work();
+	inst->finish_ios();
+	work();
+
+	EXPECT_EQ(v1, NETBLK_RX_REPLY) << "the sent slots still hold a page answers send from";
+	EXPECT_EQ(v2, NETBLK_RX_REPLY);
+	if (v1 == NETBLK_RX_REPLY && v2 == NETBLK_RX_REPLY) {
+		EXPECT_EQ(reply_header(*one).status, status_eagain);
+		EXPECT_EQ(reply_header(*two).status, status_eagain);
+	}
+	std::map<uint64_t, int> answers;
+	for (auto &f : inst->sent) {
+		header h = reply_header(f);
+		std::vector<u8> d = reply_data(f);
+
+		ASSERT_EQ(h.status, status_ok);
+		ASSERT_EQ(d.size(), h.length);
+		EXPECT_TRUE(std::equal(d.begin(), d.end(), data.begin() + h.offset))
+			<< "the answer for offset " << h.offset << " carries other bytes";
+		answers[h.offset]++;
+	}
+	EXPECT_EQ(answers.size(), 256u + (v1 == NETBLK_RX_REPLY ? 0 : 3));
+	expect_nothing_held();
+}
+
+/* The disk says "again" to every try: every datagram is answered EAGAIN, and every slot is free. */
+TEST_F(gathering, ReadTheDiskNeverTakesIsAnsweredEagainFromEverySlot)
+{
+	inst->disk_refusals = 1000;
+	receive(to_server(request(op_read, 0, 4096)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 4u);
+	for (auto &f : inst->sent) {
+		EXPECT_EQ(reply_header(f).status, status_eagain);
+		EXPECT_EQ(f.size(), reply_headroom);
+	}
+	netblk_stats s = stats();
+	EXPECT_EQ(s.disk_gave_up, 1u);
+	EXPECT_EQ(s.io_errors, 0u);
+	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
+	expect_nothing_held();
+
+	/* 64 more such READs would have taken every slot: the instance still serves */
+	for (int i = 0; i < 64; i++)
+		receive(to_server(request(op_read, 0, 4096)));
+	work();
+	EXPECT_EQ(inst->free_slots_left(), (uint32_t)NETBLK_SLOTS);
+	inst->disk_refusals = 0;
+	inst->sent.clear();
+	receive(to_server(request(op_read, 0, 4096)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 4u);
+	EXPECT_EQ(reply_header(inst->sent[0]).status, status_ok);
 }
 
 TEST_F(gathering, DiskErrorAnswersEveryDatagramEio)
