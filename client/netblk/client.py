@@ -195,6 +195,8 @@ class Stats:
     icmp_refused: int = 0  # "port unreachable" errors from the socket
     sessions: int = 0  # sessions opened (again after ENOTCONN: the instance restarted)
     resent_in_new_session: int = 0  # requests sent again in a session opened anew
+    renumbered: int = 0  # READs and INFOs sent again under a new number (EALREADY)
+    key_rejected: int = 0  # untagged EKEYREJECTED answers to requests of a session: ignored
 
 
 # ---- the request engine --------------------------------------------------------
@@ -606,6 +608,10 @@ class Client:
                 msg += f"; had {job.got} of {job.length} bytes"
             if self.stats.icmp_refused:
                 msg += " -- port unreachable: is an instance serving that port?"
+            if self.stats.key_rejected:
+                msg += (f" -- {self.stats.key_rejected} untagged EKEYREJECTED answers ignored "
+                        f"(a keyed session takes only tagged answers): was the instance started "
+                        f"again with another key?")
         return NetblkTimeout(msg, None, job.op, job.offset, job.length)
 
     def _time_limit(self) -> float | None:
@@ -717,6 +723,17 @@ class Client:
                 self._send(j)
                 arm(j, now + timeout)
 
+        def renumber(job: _Job) -> None:
+            # The instance served this READ (or INFO) number as often as it
+            # serves one (EALREADY): its answers were lost that often.  Ask
+            # again under a new number; the chunks had stay had.
+            del flight[job.seq]
+            number(job)
+            flight[job.seq] = job
+            stats.renumbered += 1
+            self._send(job)
+            arm(job, time.monotonic() + timeout)
+
         def fast_resend(now: float) -> None:
             # Send again each request a datagram sent `gap` after it overtook
             # (its answer came, this one's did not): as good as lost.  A
@@ -795,7 +812,7 @@ class Client:
                     pass
 
             # Take every datagram there is.
-            lost = self._drain(flight, finish, fail, arm)
+            lost = self._drain(flight, finish, fail, arm, renumber)
             if lost and flight.get(lost[0].seq) is lost[0]:
                 again_in_new_session(lost[0])
 
@@ -838,7 +855,7 @@ class Client:
                                 f"(EPROTONOSUPPORT)", errno.EPROTONOSUPPORT, job.op,
                                 job.offset, job.length)
 
-    def _drain(self, flight: dict[int, _Job], finish, fail, arm) -> list[_Job]:
+    def _drain(self, flight: dict[int, _Job], finish, fail, arm, renumber) -> list[_Job]:
         """Take every datagram there is; return the jobs answered ENOTCONN."""
         sock = self.sock
         buf = self._rbuf
@@ -881,16 +898,27 @@ class Client:
             if job.hello_token and not session and not status:
                 stats.duplicates += 1  # the cookie's answer again: wait for the session's
                 continue
-            if auth is not None and status != errno.EKEYREJECTED and \
-                    tag != auth.tag(view[:HEADER_SIZE], view[HEADER_SIZE:n]):
-                stats.stray += 1  # not from the instance: a forgery, or another key
-                continue
+            if auth is not None and tag != auth.tag(view[:HEADER_SIZE], view[HEADER_SIZE:n]):
+                # Not from the key's holder: a forgery, or another key.  An
+                # instance's EKEYREJECTED is untagged (it cannot know our
+                # key); it counts only in answer to our own HELLO -- in a
+                # session, anyone who can forge the instance's address
+                # could fail our requests with one.
+                if status != errno.EKEYREJECTED:
+                    stats.stray += 1
+                    continue
+                if job.hello_token is None:
+                    stats.key_rejected += 1
+                    continue
             if job.sent_no > self._answered_no:
                 self._answered_no = job.sent_no
             data_len = n - HEADER_SIZE
 
             if status == errno.ENOTCONN and job.hello_token is None:
                 lost.append(job)
+                continue
+            if status == errno.EALREADY and not job.raw and job.op in (OP_READ, OP_INFO):
+                renumber(job)
                 continue
             if job.raw:
                 self._take_raw(job, view, n, version, op, status, seq, off, length, flags,

@@ -80,6 +80,8 @@ STATUS_TEXT = {
     errno.EOVERFLOW: "too far ahead of the session's replay window: not executed",
     errno.EUSERS: "the instance holds as many active sessions as it can",
     errno.EKEYREJECTED: "no valid tag: the instance wants another key (or auth mode)",
+    errno.EALREADY: "served as often as one number is: ask again under a new number",
+    errno.EEXIST: "the sequence number was used for another request: not executed",
 }
 
 RECV_BUFFER = 65536

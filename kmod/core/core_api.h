@@ -40,8 +40,10 @@ enum netblk_drop_reason {
 };
 
 /*
- * The status a request was refused with on the spot, in the receive path
- * (netblk_genl.h NETBLK_S_REFUSED_*); `refused` is their sum.
+ * The status a request was refused with: on the spot, in the receive path,
+ * or by the worker, without the disk (the session's replay window, a full
+ * session table); netblk_genl.h NETBLK_S_REFUSED_*.  `refused` is their
+ * sum.
  */
 enum netblk_refusal {
 	NETBLK_REFUSED_EAGAIN,		/* no free slot */
@@ -53,6 +55,11 @@ enum netblk_refusal {
 	NETBLK_REFUSED_ENOTCONN,	/* no such session */
 	NETBLK_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
 	NETBLK_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
+	NETBLK_REFUSED_ESTALE,		/* a number below the session's replay window */
+	NETBLK_REFUSED_EOVERFLOW,	/* a number too far above it */
+	NETBLK_REFUSED_EUSERS,		/* HELLO: no room for another session */
+	NETBLK_REFUSED_EALREADY,	/* a READ or INFO served as often as one is */
+	NETBLK_REFUSED_EEXIST,		/* a number used for another request */
 	NETBLK_REFUSALS,
 };
 
@@ -128,7 +135,8 @@ struct netblk_stats {
 	uint64_t duplicates_in_flight;	/* dropped: the original is at the disk */
 	uint64_t stale;			/* refused ESTALE: older than the replay window */
 	uint64_t too_far;		/* refused EOVERFLOW: beyond the replay window */
-	uint64_t io_errors;
+	uint64_t served_again;		/* resends of READs and INFOs served again */
+	uint64_t io_errors;		/* answered EIO: the disk failed */
 	uint64_t disk_busy;
 	uint64_t disk_blocking;
 	uint64_t disk_gave_up;

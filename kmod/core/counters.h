@@ -24,7 +24,6 @@ struct rx_counters_fields {
 	u64 busy;		/* of those, for want of a slot */
 	u64 queued;		/* slots queued to the worker */
 	u64 frames_kept;	/* received frames a slot holds on to */
-	u64 reads, read_bytes;	/* reads accepted (each copy is served) */
 	u64 hello_cookies;	/* HELLOs answered with a cookie */
 	u64 not_connected;	/* refused ENOTCONN: no such session */
 	u64 auth_failed;	/* refused EKEYREJECTED: no valid tag */
@@ -47,7 +46,7 @@ struct worker_counters {
 	u64 replied;		/* slots whose reply went to the NIC, or was dropped */
 	u64 dropped_on_stop;	/* queued slots dropped when the instance stopped */
 	u64 frames_released;	/* held frames handed on or freed */
-	u64 io_errors;
+	u64 io_errors;		/* answered EIO: the disk (or its submission) failed */
 	u64 disk_busy;		/* the disk said "again" (BLK_STS_AGAIN): retried later */
 	u64 disk_blocking;	/* of those retries, submitted without REQ_NOWAIT */
 	u64 disk_gave_up;	/* still "again" after every retry: answered EAGAIN */
@@ -65,11 +64,13 @@ struct worker_counters {
 	u64 answers_folded;	/* WRITE answers sent as a bit of another's (not frames_tx) */
 	u64 reads_gathered;	/* READs of several datagrams read in one disk I/O */
 	u64 not_connected;	/* requests whose session closed before the worker got them */
+	u64 refused_by[refusals];	/* answered with an error without the disk, by status */
 	/*
 	 * Requests that change the disk, counted once each when admitted: a
 	 * resent copy the replay window turns away is a duplicate, not another
-	 * write.
+	 * write.  READs, each copy served.
 	 */
+	u64 reads, read_bytes;
 	u64 writes, write_bytes;
 	u64 flushes, fua_writes;
 	u64 trims, trim_bytes;

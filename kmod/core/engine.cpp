@@ -17,7 +17,8 @@ static_assert(op_last + 1 == NETBLK_OP_CODES, "core_api.h's op codes are protoco
 static_assert(read_datagrams_max <= NETBLK_GATHER_PAGES_MAX, "a gathered READ needs a page a datagram at most");
 static_assert((int)refusals == NETBLK_REFUSALS &&
 		      (int)refused_eprotonosupport == NETBLK_REFUSED_EPROTONOSUPPORT &&
-		      (int)refused_eopnotsupp == NETBLK_REFUSED_EOPNOTSUPP,
+		      (int)refused_eopnotsupp == NETBLK_REFUSED_EOPNOTSUPP &&
+		      (int)refused_eexist == NETBLK_REFUSED_EEXIST,
 	      "core_api.h's refusals are protocol.h's");
 
 bool slot_list::init(u32 capacity)
@@ -126,12 +127,12 @@ endpoint engine::local() const
 /* ---- the receive path ---- */
 
 /* By status; validate_header() refuses with no status refusal_of() does not know (unit tested). */
-void engine::count_refusal(rx_counters &c, u16 status)
+void engine::count_refusal(u64 *refused_by, u16 status)
 {
 	refusal r = refusal_of(status);
 
 	if (r != refusals)
-		add_once(c.refused_by[r], 1);
+		add_once(refused_by[r], 1);
 }
 
 /*
@@ -155,7 +156,7 @@ netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 	*len = write_reply_headers(data, route, reply, 0, 0);
 	if (status != status_ekeyrejected)
 		seal(auth_, data + *len - header_size, nullptr, 0);
-	count_refusal(c, status);
+	count_refusal(c.refused_by, status);
 	if (status == status_eagain)
 		add_once(c.busy, 1);
 	return NETBLK_RX_REPLY;
@@ -182,7 +183,7 @@ netblk_rx_verdict engine::refuse_v1(rx_counters &c, u8 *data, u32 *len,
 	copy_bytes(p + 8, handle_offset_length, 20);
 	store_be16(p + 28, 0);
 	*len = at + v1_header_size;
-	count_refusal(c, status_eprotonosupport);
+	count_refusal(c.refused_by, status_eprotonosupport);
 	add_once(c.old_version, 1);
 	return NETBLK_RX_REPLY;
 }
@@ -215,6 +216,7 @@ void engine::fill_slot(slot &s, const header &h, const reply_route &route, u64 n
 	s.tries = 0;
 	s.copy = false;
 	s.lent = false;
+	s.without_disk = false;
 	s.windowed = false;
 	s.frags = false;
 	s.fold = false;
@@ -258,8 +260,6 @@ netblk_rx_verdict engine::queue_read(rx_counters &c, u8 *data, u32 *len,
 	}
 	requests_.push(indices[0]);
 	add_once(c.queued, count);
-	add_once(c.reads, 1);
-	add_once(c.read_bytes, h.length);
 	return NETBLK_RX_FREE;
 }
 
@@ -423,6 +423,7 @@ void engine::answer_without_disk(u32 index, u16 status)
 	slot &s = slots_[index];
 
 	add_once(worker_.submitted, slots_of(s));
+	s.without_disk = true;
 	if (s.read_len) {
 		add_once(worker_.reaped, slots_of(s) - 1);
 		s.read_len = 0;
@@ -456,15 +457,27 @@ void engine::open_session(u32 index, slot &s, u64 now_ns)
 	s.request.token = token;
 	/* the answer that opens it says whether its WRITE answers fold: as the client asked */
 	s.request.flags = (u16)(auth_flags() | (fold ? flag_fold_answers : 0));
-	answer_without_disk(index, r == session_table::open_result::full ? status_eusers : status_ok);
+	if (r == session_table::open_result::full)
+		refuse(index, status_eusers);
+	else
+		answer_without_disk(index, status_ok);
+}
+
+/* Refused by the worker: one header carrying @status, counted by it. */
+void engine::refuse(u32 index, u16 status)
+{
+	count_refusal(worker_.refused_by, status);
+	answer_without_disk(index, status);
 }
 
 /*
  * Whether a request the receive path queued goes to the disk: its session
- * must still be open, and a request that changes the disk must be new to
- * its replay window -- a duplicate of one answered gets the same answer
- * again, of one at the disk nothing, and one outside the window is refused.
- * Everything it does not let through is answered (or dropped) here.
+ * must still be open, and its number new to the session's replay window --
+ * a duplicate of a request that changes the disk answered gets the same
+ * answer again, of one at the disk nothing; a READ or INFO is served again
+ * up to serves_max times in all; a number outside the window, or used for
+ * another request, is refused.  Everything it does not let through is
+ * answered (or dropped) here.
  */
 bool engine::admit(u32 index, u64 now_ns)
 {
@@ -481,28 +494,21 @@ bool engine::admit(u32 index, u64 now_ns)
 	if (!ss) {
 		/* evicted or replaced between the receive path's look and now */
 		add_once(worker_.not_connected, 1);
-		answer_without_disk(index, status_enotconn);
+		refuse(index, status_enotconn);
 		return false;
 	}
 	ss->last_used_ns = now_ns;
 
-	replay_window::state st = ss->window.look(h.seq, &status);
-	if (!op_changes_disk(h.op)) {
-		/* reads may be served again; they only move the window on */
-		if (st == replay_window::state::too_far) {
-			add_once(sc.too_far, 1);
-			answer_without_disk(index, status_eoverflow);
-			return false;
-		}
-		if (st == replay_window::state::fresh) {
-			ss->window.start(h.seq);
-			ss->window.finish(h.seq, status_ok);
-		}
-		return true;
-	}
-	switch (st) {
+	/* a READ of several datagrams is admitted as its first: the whole READ */
+	u32 check = request_check(h.op, h.flags, h.offset, s.read_len ? s.read_len : h.length);
+	switch (ss->window.look(h.seq, check, &status)) {
 	case replay_window::state::fresh:
-		ss->window.start(h.seq);
+		ss->window.start(h.seq, check);
+		if (!op_changes_disk(h.op)) {
+			ss->window.finish(h.seq, status_ok);
+			count_read(h, s.read_len);
+			return true;
+		}
 		ss->in_flight++;
 		s.windowed = true;
 		s.fold = ss->fold_answers && h.op == op_write;
@@ -513,19 +519,39 @@ bool engine::admit(u32 index, u64 now_ns)
 		discard(index);
 		return false;
 	case replay_window::state::done:
+		if (!op_changes_disk(h.op)) {
+			if (!ss->window.serve_again(h.seq)) {
+				refuse(index, status_ealready);
+				return false;
+			}
+			add_once(sc.served_again, 1);
+			count_read(h, s.read_len);
+			return true;
+		}
 		add_once(sc.duplicates, 1);
-		break;
+		answer_without_disk(index, status);
+		return false;
+	case replay_window::state::other:
+		refuse(index, status_eexist);
+		return false;
 	case replay_window::state::stale:
 		add_once(sc.stale, 1);
-		status = status_estale;
-		break;
+		refuse(index, status_estale);
+		return false;
 	default: /* too_far */
 		add_once(sc.too_far, 1);
-		status = status_eoverflow;
-		break;
+		refuse(index, status_eoverflow);
+		return false;
 	}
-	answer_without_disk(index, status);
-	return false;
+}
+
+/* A READ (each copy served) or INFO, admitted; @read_len: a READ of several datagrams' length. */
+void engine::count_read(const header &h, u32 read_len)
+{
+	if (h.op != op_read)
+		return;
+	add_once(worker_.reads, 1);
+	add_once(worker_.read_bytes, read_len ? read_len : h.length);
 }
 
 /* A request that changes the disk, admitted: counted by kind. */
@@ -865,7 +891,7 @@ bool engine::finish_io(u32 index, u64 now_ns)
 			data_len = info_payload_size;
 		if (s.request.op == op_read || (s.request.op == op_write && !s.copy))
 			add_once(worker_.bytes_zerocopy, s.request.length);
-	} else if (s.status != status_eagain) {
+	} else if (s.status == status_eio && !s.without_disk) {
 		add_once(worker_.io_errors, 1);
 	}
 
@@ -1213,8 +1239,6 @@ void engine::read_stats(netblk_stats *s) const
 		for (u32 i = 0; i < refusals; i++)
 			s->refused_by[i] += read_once(r.refused_by[i]);
 		s->busy += read_once(r.busy);
-		s->reads += read_once(r.reads);
-		s->read_bytes += read_once(r.read_bytes);
 		s->hello_cookies += read_once(r.hello_cookies);
 		s->not_connected += read_once(r.not_connected);
 		s->auth_failed += read_once(r.auth_failed);
@@ -1223,12 +1247,15 @@ void engine::read_stats(netblk_stats *s) const
 		rx_tx += read_once(r.frames_tx);
 		rx_dropped += read_once(r.replies_dropped);
 	}
+	const worker_counters &w = worker_;
+
+	for (u32 i = 0; i < refusals; i++)
+		s->refused_by[i] += read_once(w.refused_by[i]);
 	for (u32 i = 0; i < drop_reasons; i++)
 		s->bad += s->dropped[i];
 	for (u32 i = 0; i < refusals; i++)
 		s->refused += s->refused_by[i];
 
-	const worker_counters &w = worker_;
 	u64 submitted = read_once(w.submitted);
 	u64 reaped = read_once(w.reaped);
 	u64 replied = read_once(w.replied);
@@ -1244,6 +1271,8 @@ void engine::read_stats(netblk_stats *s) const
 	s->inflight_disk = submitted > reaped ? submitted - reaped : 0;
 	reaped -= min(reaped, busy);
 	s->inflight_done = reaped > replied ? reaped - replied : 0;
+	s->reads = read_once(w.reads);
+	s->read_bytes = read_once(w.read_bytes);
 	s->writes = read_once(w.writes);
 	s->write_bytes = read_once(w.write_bytes);
 	s->flushes = read_once(w.flushes);
@@ -1280,6 +1309,7 @@ void engine::read_stats(netblk_stats *s) const
 	s->duplicates_in_flight = read_once(sc.duplicates_in_flight);
 	s->stale = read_once(sc.stale);
 	s->too_far = read_once(sc.too_far);
+	s->served_again = read_once(sc.served_again);
 }
 
 } /* namespace nb */

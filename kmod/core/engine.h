@@ -61,6 +61,7 @@ struct slot_fields {
 	u8 tries;		/* times the disk answered it "again" */
 	bool copy;		/* WRITE payload the disk cannot take in place */
 	bool lent;		/* its reply is in a buffer the shim lent it */
+	bool without_disk;	/* answered by the worker: a duplicate, a refusal, a session */
 	bool windowed;		/* started in its session's replay window: its status goes there */
 	bool frags;		/* its frame is in several buffers: never the reply */
 	bool fold;		/* a WRITE of a session that takes folded answers */
@@ -164,7 +165,7 @@ private:
 		return (u16)((auth_.keyed ? flag_auth_key : 0) | (auth_.data ? flag_auth_data : 0));
 	}
 	void count_drop(rx_counters &c, drop_reason why) { add_once(c.dropped[why], 1); }
-	static void count_refusal(rx_counters &c, u16 status);
+	static void count_refusal(u64 *refused_by, u16 status);
 	void record_service_time(u8 op, u64 ns);
 	netblk_rx_verdict refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 					  const reply_route &route, const header &h, u16 status);
@@ -193,9 +194,11 @@ private:
 				    const header &h, u64 now_ns);
 	void start_io(u32 index);
 	void open_session(u32 index, slot &s, u64 now_ns);
+	void refuse(u32 index, u16 status);
 	bool admit(u32 index, u64 now_ns);
 	void answer_without_disk(u32 index, u16 status);
 	void discard(u32 index);
+	void count_read(const header &h, u32 read_len);
 	void count_change(const header &h);
 	void window_done(slot &s);
 	int start_write(u32 index, slot &s, bool may_block);

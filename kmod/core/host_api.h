@@ -86,7 +86,7 @@ struct netblk_host_stats {
 	uint64_t stray;		/* answers to nothing outstanding, or not of this session */
 	uint64_t duplicates;	/* READ chunks had already */
 	uint64_t sessions_opened;
-	uint64_t renumbered;	/* datagrams sent again in a new session */
+	uint64_t renumbered;	/* datagrams sent again under a new number: a new session, EALREADY */
 	uint64_t refused;	/* HELLOs refused (EUSERS, EKEYREJECTED) */
 	uint64_t completed;	/* requests answered in full */
 	uint64_t failed;	/* requests failed: refused, deadline, cancelled */

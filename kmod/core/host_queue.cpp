@@ -378,6 +378,14 @@ void host_queue::resend_soon(u32 i)
 	link_head(list_queued, i);
 }
 
+/* Sent again at once under a new number (EALREADY), its chunks had kept. */
+void host_queue::renumber(u32 i)
+{
+	forget_seq(pieces_[i]);
+	resend_soon(i);
+	add_once(counters_.renumbered, 1);
+}
+
 /* Later sends answered that make one overtaken: a window, or more than any reordering seen. */
 u32 host_queue::fast_gap() const
 {
@@ -476,6 +484,12 @@ host_answer host_queue::answer_one(const header &h, u32 data_len, void *frame, u
 	}
 	if (h.status == status_enotconn)
 		return host_answer::session_lost;
+	if (h.status == status_ealready && (p.op == op_read || p.op == op_info)) {
+		if (p.list != list_outstanding)
+			return host_answer::duplicate;
+		renumber(i);
+		return host_answer::renumbered;
+	}
 	if (h.status != status_ok) {
 		fail_request(p.tag, h.status);
 		return host_answer::failed;

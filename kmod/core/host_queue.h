@@ -46,6 +46,11 @@
  *  - ENOTCONN (the instance forgot the session: it was started again):
  *    the owner opens a new session and calls reopen(); everything
  *    outstanding is numbered again in it and sent again, in order.
+ *  - EALREADY (a READ or INFO the instance served as often as it serves
+ *    one number: its answers were lost that often): sent again at once,
+ *    under a new number; the chunks had stay had.
+ *  - An untagged answer on a keyed session is no answer (anyone who can
+ *    forge the instance's address could send it): the owner drops it.
  *  - Any other refusal fails the request with that status.  By default
  *    nothing else ever fails one (a server restart or a network outage is
  *    waited out); with a deadline, a request not done that long after it
@@ -101,7 +106,8 @@ struct host_counters {
 	u64 folded;		/* WRITEs answered by a bit of another's answer */
 	u64 duplicates;		/* READ chunks had already */
 	u64 reopened;		/* sessions opened again (ENOTCONN) */
-	u64 renumbered;		/* datagrams sent again in a session opened again */
+	/* datagrams sent again under a new number: in a session opened again, or after EALREADY */
+	u64 renumbered;
 	u64 completed;		/* requests answered in full */
 	u64 failed;		/* requests failed: refused, deadline, cancelled */
 	u64 expired;		/* of those, failed by the deadline */
@@ -125,6 +131,7 @@ enum class host_answer : u8 {
 	done,		/* the request's last datagram: complete() was called */
 	busy,		/* EAGAIN: sent again after a back-off */
 	session_lost,	/* ENOTCONN: open a session, then reopen() */
+	renumbered,	/* EALREADY (a READ or INFO): sent again under a new number */
 	failed,		/* refused: complete() was called with the status */
 };
 
@@ -294,6 +301,7 @@ private:
 	bool halve_for(const piece &p);
 	void fail_request(u32 tag, u16 status);
 	void resend_soon(u32 i);
+	void renumber(u32 i);
 	void resend_overtaken();
 	u32 fast_gap() const;
 	/* Where its timeout counts from: its send, or the latest answer if later. */

@@ -194,6 +194,11 @@ refusal refusal_of(u16 status)
 	case status_enotconn: return refused_enotconn;
 	case status_ekeyrejected: return refused_ekeyrejected;
 	case status_eprotonosupport: return refused_eprotonosupport;
+	case status_estale: return refused_estale;
+	case status_eoverflow: return refused_eoverflow;
+	case status_eusers: return refused_eusers;
+	case status_ealready: return refused_ealready;
+	case status_eexist: return refused_eexist;
 	default: return refusals;
 	}
 }

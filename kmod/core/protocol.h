@@ -61,6 +61,7 @@ constexpr u32 fold_span = 32;	/* the bits of `reserved` */
 enum status_code : u16 {
 	status_ok = 0,
 	status_eio = 5,
+	status_eexist = 17,		/* a sequence number used for another request: never executed */
 	status_eagain = 11,
 	status_einval = 22,
 	status_erofs = 30,
@@ -71,6 +72,7 @@ enum status_code : u16 {
 	status_eprotonosupport = 93,
 	status_eopnotsupp = 95,
 	status_enotconn = 107,		/* no such session: open one (HELLO) */
+	status_ealready = 114,		/* a READ or INFO served as often as one is: number it anew */
 	status_estale = 116,		/* a sequence number older than the window: never executed */
 	status_ekeyrejected = 129,	/* no valid tag on a keyed instance */
 };
@@ -323,6 +325,11 @@ enum refusal : u8 {
 	refused_enotconn,
 	refused_ekeyrejected,
 	refused_eprotonosupport,
+	refused_estale,
+	refused_eoverflow,
+	refused_eusers,
+	refused_ealready,
+	refused_eexist,
 	refusals,		/* how many there are; also "not a refusal status" */
 };
 

@@ -7,9 +7,9 @@ namespace nb {
 constexpr int err_nomem = 12;
 constexpr int err_inval = 22;
 
-constexpr u16 entry_fresh = 0;
-constexpr u16 entry_in_flight = 1;
-constexpr u16 entry_done = 2;	/* + the status */
+constexpr u8 entry_fresh = 0;
+constexpr u8 entry_in_flight = 1;
+constexpr u8 entry_done = 2;
 
 /* ---- replay_window ---- */
 
@@ -17,10 +17,10 @@ void replay_window::reset()
 {
 	top_ = 0;
 	for (u32 i = 0; i < size; i++)
-		entries_[i] = entry_fresh;
+		entries_[i] = {};
 }
 
-replay_window::state replay_window::look(u64 seq, u16 *status) const
+replay_window::state replay_window::look(u64 seq, u32 check, u16 *status) const
 {
 	if (seq > top_)
 		return seq - top_ > size ? state::too_far : state::fresh;
@@ -28,16 +28,18 @@ replay_window::state replay_window::look(u64 seq, u16 *status) const
 	if (top_ - seq >= size || seq == 0)
 		return state::stale;
 
-	u16 e = entries_[seq % size];
-	if (e == entry_fresh)
+	const entry &e = entries_[seq % size];
+	if (e.state == entry_fresh)
 		return state::fresh;
-	if (e == entry_in_flight)
+	if (e.check != check)
+		return state::other;
+	if (e.state == entry_in_flight)
 		return state::in_flight;
-	*status = (u16)(e - entry_done);
+	*status = e.status;
 	return state::done;
 }
 
-void replay_window::start(u64 seq)
+void replay_window::start(u64 seq, u32 check)
 {
 	if (seq > top_) {
 		/* the numbers the window moves over were never seen */
@@ -45,27 +47,56 @@ void replay_window::start(u64 seq)
 
 		if (gap >= size) {
 			for (u32 i = 0; i < size; i++)
-				entries_[i] = entry_fresh;
+				entries_[i] = {};
 		} else {
 			for (u64 s = top_ + 1; s < seq; s++)
-				entries_[s % size] = entry_fresh;
+				entries_[s % size] = {};
 		}
 		top_ = seq;
 	}
-	entries_[seq % size] = entry_in_flight;
+	entries_[seq % size] = { check, 0, entry_in_flight, 1 };
 }
 
 void replay_window::finish(u64 seq, u16 status)
 {
 	/* one that fell out of the window meanwhile has no entry left */
-	if (inside(seq))
-		entries_[seq % size] = (u16)(entry_done + status);
+	if (!inside(seq))
+		return;
+	entries_[seq % size].state = entry_done;
+	entries_[seq % size].status = status;
 }
 
 void replay_window::forget(u64 seq)
 {
 	if (inside(seq))
-		entries_[seq % size] = entry_fresh;
+		entries_[seq % size] = {};
+}
+
+bool replay_window::serve_again(u64 seq)
+{
+	entry &e = entries_[seq % size];
+
+	if (e.serves >= serves_max)
+		return false;
+	e.serves++;
+	return true;
+}
+
+/* splitmix64's finaliser: every input bit moves about half the output's */
+static u64 mix64(u64 x)
+{
+	x ^= x >> 30;
+	x *= 0xbf58476d1ce4e5b9ull;
+	x ^= x >> 27;
+	x *= 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+u32 request_check(u8 op, u16 flags, u64 offset, u32 length)
+{
+	u64 what = (u64)length << 32 | (u64)flags << 8 | op;
+
+	return (u32)(mix64(offset ^ mix64(what)) >> 32);
 }
 
 /* ---- cookies and tokens ---- */

@@ -21,13 +21,19 @@ namespace nb {
 
 /*
  * What became of each of the last `size` sequence numbers of a session's
- * requests that change the disk, as in IPsec's anti-replay window (RFC 4303
- * 3.4.3), with the status of each one done kept so that a duplicate is
- * answered as the original was.  Sequence numbers start at 1.
+ * requests, as in IPsec's anti-replay window (RFC 4303 3.4.3): for one that
+ * changes the disk, its status once done, so that a duplicate is answered
+ * as the original was; for a READ or INFO, how often it was served, so
+ * that a replay of one cannot make the instance send its answer without
+ * end.  Each entry keeps a check of what the request asked (op, flags,
+ * offset, length: request_check()), so that a number used again for
+ * another request is told from a resend.  Sequence numbers start at 1.
  */
 class replay_window {
 public:
 	static constexpr u32 size = 1024;
+	/* A READ or INFO is served at most this often: once, then resends of it. */
+	static constexpr u8 serves_max = 4;
 
 	enum class state : u8 {
 		fresh,		/* never seen: execute it */
@@ -35,26 +41,43 @@ public:
 		done,		/* answered: answer the duplicate the same, do not execute */
 		stale,		/* older than the window: refuse, never execute */
 		too_far,	/* more than `size` ahead of any seen: refuse */
+		other,		/* seen, asking something else: refuse, never execute */
 	};
 
 	void reset();
 	u64 top() const { return top_; }
-	/* What @seq is; for done, *@status is the original's answer. */
-	state look(u64 seq, u16 *status) const;
-	/* @seq (fresh) goes to the disk: the window moves up to it. */
-	void start(u64 seq);
+	/* What @seq is, for a request whose request_check() is @check; for done, *@status is the original's answer. */
+	state look(u64 seq, u32 check, u16 *status) const;
+	/* @seq (fresh) goes to the disk, or is served: the window moves up to it. */
+	void start(u64 seq, u32 check);
 	/* @seq was answered @status: its duplicates get the same. */
 	void finish(u64 seq, u16 status);
 	/* @seq was not executed after all (the disk said "again"): fresh again. */
 	void forget(u64 seq);
+	/* @seq, a READ or INFO done, is served once more: false when it was serves_max times. */
+	bool serve_again(u64 seq);
 
 private:
+	struct entry {
+		u32 check;	/* request_check() of the request that took the number */
+		u16 status;	/* done: its answer */
+		u8 state;	/* entry_fresh, entry_in_flight, entry_done */
+		u8 serves;	/* READ, INFO: times served */
+	};
+
 	bool inside(u64 seq) const { return seq <= top_ && top_ - seq < size; }
 
 	u64 top_;		/* the highest sequence number started */
-	/* by seq % size: 0 fresh, 1 in flight, 2 + status done */
-	u16 entries_[size];
+	entry entries_[size];	/* by seq % size */
 };
+
+/*
+ * What a request asks, in 32 bits: the same for every resend of it, and,
+ * but for one chance in 2^32, not the same for a request asking another op,
+ * offset, length or flags.  A mix, not a MAC: a client that sends another
+ * request under a number it used only hurts itself.
+ */
+u32 request_check(u8 op, u16 flags, u64 offset, u32 length);
 
 struct session {
 	u64 token;		/* 0: the entry is free.  Atomic: matches() reads it */
@@ -75,6 +98,7 @@ struct session_counters {
 	u64 duplicates_in_flight;	/* duplicates of requests at the disk, dropped */
 	u64 stale;		/* refused: older than the window (ESTALE) */
 	u64 too_far;		/* refused: too far ahead of the window (EOVERFLOW) */
+	u64 served_again;	/* resends of READs and INFOs served again */
 };
 
 class session_table {

@@ -130,6 +130,14 @@ static const struct {
 	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EKEYREJECTED]) },
 	{ NETBLK_S_REFUSED_EPROTONOSUPPORT,
 	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EPROTONOSUPPORT]) },
+	{ NETBLK_S_REFUSED_ESTALE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ESTALE]) },
+	{ NETBLK_S_REFUSED_EOVERFLOW,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EOVERFLOW]) },
+	{ NETBLK_S_REFUSED_EUSERS, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EUSERS]) },
+	{ NETBLK_S_REFUSED_EALREADY,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EALREADY]) },
+	{ NETBLK_S_REFUSED_EEXIST, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EEXIST]) },
+	{ NETBLK_S_SERVED_AGAIN, offsetof(struct netblk_stats, served_again) },
 };
 
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)

@@ -279,6 +279,12 @@ enum netblk_stat_attr {
 	NETBLK_S_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
 	NETBLK_S_ANSWERS_FOLDED,	/* WRITE answers sent as a bit of another's */
 	NETBLK_S_READS_GATHERED,	/* READs of several datagrams read in one disk I/O */
+	NETBLK_S_REFUSED_ESTALE,	/* a number below its session's replay window */
+	NETBLK_S_REFUSED_EOVERFLOW,	/* a number too far above it */
+	NETBLK_S_REFUSED_EUSERS,	/* HELLO: no room for another session */
+	NETBLK_S_REFUSED_EALREADY,	/* a READ or INFO served as often as one is */
+	NETBLK_S_REFUSED_EEXIST,	/* a number used for another request */
+	NETBLK_S_SERVED_AGAIN,		/* resends of READs and INFOs served again */
 	__NETBLK_S_MAX,
 };
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)

@@ -2,7 +2,9 @@
 127.0.0.1, served by a thread from a bytearray "disk".  Sessions (HELLO with
 a cookie, then a session id and token), a replay window for what changes
 the disk (a duplicate of an answered one is answered the same, not
-executed), TRIM and WRITE_ZEROES, and tags when it has a key.
+executed; a READ or INFO number served SERVES_MAX times, then EALREADY; a
+number used again for another request EEXIST), TRIM and WRITE_ZEROES, and
+tags when it has a key.
 
     with FakeServer(size=1 << 20, loss=0.2) as srv:
         c = Client("127.0.0.1", srv.port, timeout=0.02)
@@ -28,6 +30,8 @@ Knobs (all attributes, changeable while it runs):
     stray      before each reply: a datagram with the wrong magic, one with an
                unknown seq and one that is too short
     key, auth_data  a keyed instance (16 bytes), tags over the data too
+    forged_rejections  before the answers of the next N requests of a session, an
+                 untagged EKEYREJECTED for each, as a forger of the instance's address sends
     busy_hellos  the first N HELLOs that bring their cookie are answered EAGAIN
                  (the module's take a slot, which a busy instance may not have)
     silent     answer nothing at all
@@ -36,7 +40,8 @@ Knobs (all attributes, changeable while it runs):
 
 What it saw: log (one Request per datagram that was a request), max_in_use
 (the most slots held at once), replies_sent, executed (requests that changed
-the disk, each once), duplicates (answered again without executing).
+the disk, each once), duplicates (answered again without executing),
+already (READs and INFOs answered EALREADY).
 forget_sessions() does what an instance started again does to its sessions.
 """
 
@@ -65,6 +70,7 @@ CHANGES_DISK = (OP_WRITE, OP_FLUSH, OP_TRIM, OP_WRITE_ZEROES)
 FLAG_FUA = 1
 FLAG_AUTH_KEY, FLAG_AUTH_DATA = 1 << 8, 1 << 9
 WINDOW = 1024
+SERVES_MAX = 4  # a READ or INFO number is served this often at most, then EALREADY
 
 
 @dataclass
@@ -88,6 +94,8 @@ class _Session:
         self.addr = addr
         self.top = 0
         self.done: dict[int, int] = {}  # seq -> status, for what changes the disk
+        self.asked: dict[int, tuple] = {}  # seq -> (op, offset, length, flags) it was taken by
+        self.served: dict[int, int] = {}  # seq -> times a READ or INFO was served
 
 
 def lose_first_answer(op: int):
@@ -114,7 +122,7 @@ class FakeServer:
                  eio=(), drop=None, corrupt_at: int | None = None,
                  fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0,
                  key: bytes | None = None, auth_data: bool = False, trim: bool = True,
-                 busy_hellos: int = 0, reverse: bool = False):
+                 busy_hellos: int = 0, reverse: bool = False, forged_rejections: int = 0):
         self.size = size
         self.sector = sector
         self.max_io = max_io
@@ -141,11 +149,13 @@ class FakeServer:
         self.auth = Auth(key, auth_data) if key is not None else None
         self.trim = trim
         self.busy_hellos = busy_hellos
+        self.forged_rejections = forged_rejections
         self.secret = random.Random(seed + 2).randbytes(16)
         self.sessions: dict[int, _Session] = {}
         self._next_session = 1
         self.executed = 0
         self.duplicates = 0
+        self.already = 0
         if fill is None:
             fill = bytes(random.Random(seed + 1).getrandbits(8) for _ in range(4096))
         self.disk = bytearray((fill * (size // len(fill) + 1))[:size])
@@ -323,14 +333,21 @@ class FakeServer:
             return 0
         return FLAG_AUTH_KEY | (FLAG_AUTH_DATA if self.auth.data else 0)
 
-    def _window(self, s: _Session, op: int, seq: int):
-        """None: execute it; else the status to answer without executing it."""
+    def _window(self, s: _Session, op: int, seq: int, asked: tuple):
+        """None: execute it; else the status to answer without executing it
+        (docs/protocol.md, "Exactly once")."""
         if seq > s.top + WINDOW:
             return errno.EOVERFLOW
         if seq + WINDOW <= s.top or seq == 0:
             return errno.ESTALE
+        if s.asked.setdefault(seq, asked) != asked:
+            return errno.EEXIST
         if op not in CHANGES_DISK:
             s.top = max(s.top, seq)
+            s.served[seq] = s.served.get(seq, 0) + 1
+            if s.served[seq] > SERVES_MAX:
+                self.already += 1
+                return errno.EALREADY
             return None
         if seq in s.done:
             self.duplicates += 1
@@ -372,7 +389,7 @@ class FakeServer:
             self._hello(h, addr)
             return
         sess = self.sessions[session]
-        again = self._window(sess, op, handle)
+        again = self._window(sess, op, handle, (op, offset, length, flags))
         if again is not None:
             req.answer = again
             self._emit(self._header(op, again, handle, offset, length, flags), addr)
@@ -394,6 +411,12 @@ class FakeServer:
             self._emit(self._header(op, errno.EAGAIN, handle, offset, length, flags), addr)
             return
 
+        if self.forged_rejections and op != OP_HELLO:
+            # what anyone who can forge the instance's address can send: an
+            # untagged EKEYREJECTED for the request (its numbers seen on the path)
+            self.forged_rejections -= 1
+            self._sendto(self._header(op, errno.EKEYREJECTED, handle, offset, length,
+                                      self._auth_flags()), addr)
         if op in CHANGES_DISK:
             sess.done[handle] = 0
             self.executed += 1

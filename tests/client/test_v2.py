@@ -19,7 +19,9 @@ sys.path.insert(0, str(HERE.parents[1] / "client"))
 sys.path.insert(0, str(HERE))
 
 import netblk  # noqa: E402
-from netblk import OP_HELLO, OP_TRIM, OP_WRITE, OP_WRITE_ZEROES, Auth, Client, NetblkError  # noqa: E402
+from netblk import (  # noqa: E402
+    OP_HELLO, OP_READ, OP_TRIM, OP_WRITE, OP_WRITE_ZEROES, Auth, Client, NetblkError,
+)
 from netblk_fake import FakeServer, lose_first_answer  # noqa: E402
 
 KEY = bytes(range(16))
@@ -166,6 +168,42 @@ def test_keyed_instance():
         with client_for(srv, auth=Auth(KEY, data=True)) as c, pytest.raises(NetblkError) as ei:
             c.info()
         assert "--auth header" in str(ei.value)
+
+
+def test_a_keyed_session_ignores_an_untagged_ekeyrejected():
+    """Anyone who can forge the instance's address can send a keyed client an
+    untagged EKEYREJECTED: in a session it is ignored (counted), and the
+    request completes with the instance's own, tagged, answer."""
+    with FakeServer(key=KEY, forged_rejections=2) as srv, \
+            client_for(srv, auth=Auth(KEY)) as c:
+        c.write(0, b"f" * 1024)
+        assert c.read(0, 1024) == b"f" * 1024
+        assert c.stats.key_rejected == 2
+        assert c.stats.errors == 0
+
+
+def test_a_read_served_as_often_as_one_number_is_goes_again_under_a_new_one():
+    """Every answer to the READ's first number is lost: the client resends it
+    until the instance has served it SERVES_MAX times and says EALREADY, then
+    asks again under a new number, whose answers come."""
+    first: list[int] = []
+
+    def lose_first_read(hdr) -> bool:
+        if hdr[2] != OP_READ | 0x80:
+            return False
+        if not first:
+            first.append(hdr[7])
+        return hdr[7] == first[0] and hdr[3] == 0
+
+    with FakeServer(drop=lose_first_read) as srv, \
+            client_for(srv, timeout=0.05, tries=10) as c:
+        want = bytes(srv.disk[4096:4096 + 4096])
+        assert c.read(4096, 4096) == want
+        assert srv.already == 1
+        assert c.stats.renumbered == 1
+        reads = [r for r in srv.requests(OP_READ)]
+        assert [r.answer for r in reads].count(errno.EALREADY) == 1
+        assert len({r.seq for r in reads}) == 2, "the second number is a new one"
 
 
 def test_auth_full_covers_the_data():

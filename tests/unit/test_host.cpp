@@ -79,8 +79,8 @@ protected:
 	void SetUp() override { create(0); }
 	void TearDown() override { netblk_host_core_destroy(core); }
 
-	/* A core again, with timeout= @deadline_ns (0: none). */
-	void create(uint64_t deadline_ns)
+	/* A core again, with timeout= @deadline_ns (0: none), keyed with @key (NULL: not). */
+	void create(uint64_t deadline_ns, const uint8_t *key = nullptr)
 	{
 		netblk_host_config cfg = {};
 
@@ -91,6 +91,13 @@ protected:
 		cfg.deadline_ns = deadline_ns;
 		cfg.seed = 7;
 		cfg.shim = &att;
+		auth = {};
+		if (key) {
+			cfg.keyed = 1;
+			memcpy(cfg.key, key, sizeof(cfg.key));
+			auth.keyed = true;
+			auth.key = siphash_key_from_bytes(key);
+		}
 		ASSERT_EQ(netblk_host_core_create(&cfg, &core), 0);
 	}
 
@@ -161,10 +168,14 @@ protected:
 		if (req.op == op_hello) {
 			r.session = session;
 			r.token = token;
+			if (auth.keyed)
+				r.flags = flag_auth_key;
 		}
 		encode_header(bytes.data(), r);
 		if (len)
 			memcpy(bytes.data() + header_size, data, len);
+		if (tag_answers)
+			seal(auth, bytes.data(), nullptr, 0);
 		/* the shim hands the data's first byte as the frame to read from */
 		netblk_host_core_receive(core, bytes.data(), (uint32_t)bytes.size(),
 					 (uint32_t)bytes.size(), bytes.data() + header_size, now);
@@ -176,6 +187,7 @@ protected:
 		netblk_host_core_connect(core, info_tag, now);
 		ASSERT_EQ(att.sends.size(), 1u);
 		ASSERT_EQ(att.sends[0].h.op, op_hello);
+		hello_sent = att.sends[0].h;
 		answer(att.sends[0].h, 0, nullptr, 0, 0, 0xc00c1e);	/* the cookie */
 		ASSERT_EQ(att.sends.size(), 2u);
 		EXPECT_EQ(att.sends[1].h.token, 0xc00c1eu);
@@ -196,6 +208,9 @@ protected:
 	netblk_attachment att;
 	netblk_host_core *core = nullptr;
 	uint64_t now = 1000 * ms;
+	auth_config auth = {};		/* a keyed instance's: create() */
+	header hello_sent = {};		/* the HELLO open() sent: its nonce */
+	bool tag_answers = true;	/* answer() tags as a keyed instance does */
 };
 
 TEST_F(Host, OpensASessionAsksInfoAndKnowsTheInstance)
@@ -221,6 +236,34 @@ TEST_F(Host, ARefusedSessionFailsInfoWithTheReason)
 	EXPECT_EQ(att.done[0], std::make_pair(info_tag, (uint16_t)status_ekeyrejected));
 	netblk_host_info info;
 	EXPECT_NE(netblk_host_core_info(core, &info), 0);
+}
+
+/*
+ * Anyone who can forge the instance's address can send an untagged
+ * EKEYREJECTED (the instance's own is untagged): in an open session it is
+ * no answer -- to a request, or as a HELLO answer with the session's nonce
+ * -- and the request completes with the instance's tagged answer.
+ */
+TEST_F(Host, AKeyedSessionTakesNoUntaggedRefusal)
+{
+	const uint8_t key[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1};
+
+	create(0, key);
+	open();
+	ASSERT_EQ(netblk_host_core_queue(core, 1, NETBLK_IO_READ, 0, 1024, 0, now), 0);
+	header rd = att.sends.at(0).h;
+
+	tag_answers = false;
+	answer(rd, status_ekeyrejected);
+	answer(hello_sent, status_ekeyrejected);	/* its nonce, which the path saw */
+	EXPECT_TRUE(att.done.empty()) << "no request failed, no session closed";
+	EXPECT_EQ(stats().stray, 1u) << "the READ's; a HELLO answer to an open session is ignored";
+
+	tag_answers = true;
+	std::vector<uint8_t> data(1024, 0x5a);
+	answer(rd, 0, data.data(), (uint32_t)data.size());
+	ASSERT_EQ(att.done.size(), 1u);
+	EXPECT_EQ(att.done[0], std::make_pair(1u, (uint16_t)0));
 }
 
 TEST_F(Host, AWriteGoesInDatagramsOfMaxIoAndCompletesWhenAllAreAnswered)

@@ -720,6 +720,33 @@ TEST_F(Queue, EagainIsSentAgainAfterABackOffUnderTheSameNumber)
 	EXPECT_EQ(q.counters().timeouts, 0u);
 }
 
+/*
+ * The instance served a READ's number as often as it serves one (its
+ * answers were lost that often): the READ goes again at once under a new
+ * number, and the chunks it had stay had.
+ */
+TEST_F(Queue, AReadAnsweredEalreadyGoesAgainUnderANewNumber)
+{
+	start(config());
+	ASSERT_TRUE(q.add(3, op_read, 8192, 2048, 0, 0, now));
+	auto d = send();
+	ASSERT_EQ(d.size(), 1u);
+	EXPECT_EQ(chunk(d[0], 0, 1024, 1024), host_answer::partial);
+	EXPECT_EQ(reply(d[0], status_ealready), host_answer::renumbered);
+	EXPECT_EQ(reply(d[0], status_ealready), host_answer::stray) << "its old number is gone";
+	EXPECT_TRUE(done.empty()) << "not failed";
+	auto again = send();
+	ASSERT_EQ(again.size(), 1u);
+	EXPECT_NE(again[0].seq, d[0].seq);
+	EXPECT_EQ(again[0].offset, 8192u);
+	EXPECT_EQ(again[0].length, 2048u);
+	EXPECT_EQ(chunk(again[0], 1024, 1024, 1024), host_answer::done) << "the first chunk was had";
+	ASSERT_EQ(done.size(), 1u);
+	EXPECT_EQ(done[0].status, status_ok);
+	EXPECT_EQ(q.counters().renumbered, 1u);
+	EXPECT_EQ(q.counters().failed, 0u);
+}
+
 TEST_F(Queue, ARefusalFailsTheWholeRequestAndFreesItsDatagrams)
 {
 	start(config());
@@ -917,9 +944,10 @@ TEST_F(Queue, ThroughALossyNetworkEveryWriteIsExecutedOnceAndEveryRequestComplet
 			u16 status = 0;
 			header r = f.h;
 			r.op |= op_reply_bit;
-			switch (window.look(f.h.seq, &status)) {
+			u32 check = request_check(f.h.op, f.h.flags, f.h.offset, f.h.length);
+			switch (window.look(f.h.seq, check, &status)) {
 			case replay_window::state::fresh:
-				window.start(f.h.seq);
+				window.start(f.h.seq, check);
 				executed[f.h.offset]++;
 				window.finish(f.h.seq, 0);
 				r.status = 0;
@@ -934,6 +962,9 @@ TEST_F(Queue, ThroughALossyNetworkEveryWriteIsExecutedOnceAndEveryRequestComplet
 				continue;
 			case replay_window::state::too_far:
 				too_far++;
+				continue;
+			case replay_window::state::other:
+				ADD_FAILURE() << "seq " << f.h.seq << " sent for two requests";
 				continue;
 			}
 			deliver_later(false, r);

@@ -25,21 +25,22 @@ protected:
 	st look(u64 seq)
 	{
 		status = 0xffff;
-		return w.look(seq, &status);
+		return w.look(seq, check, &status);
 	}
 	replay_window w;
+	static constexpr u32 check = 0x5eed;	/* what every request here asks */
 	u16 status = 0;
 };
 
 TEST_F(Window, AnsweredOnceThenItsDuplicatesGetTheSameStatus)
 {
 	EXPECT_EQ(look(1), st::fresh);
-	w.start(1);
+	w.start(1, check);
 	EXPECT_EQ(look(1), st::in_flight);
 	w.finish(1, 5);
 	EXPECT_EQ(look(1), st::done);
 	EXPECT_EQ(status, 5) << "the duplicate is answered as the original was (EIO)";
-	w.start(2);
+	w.start(2, check);
 	w.finish(2, 0);
 	EXPECT_EQ(look(2), st::done);
 	EXPECT_EQ(status, 0);
@@ -52,9 +53,9 @@ TEST_F(Window, ZeroIsNeverASequenceNumber)
 
 TEST_F(Window, ReorderedWithinTheWindowIsExecutedOnce)
 {
-	w.start(10);
+	w.start(10, check);
 	EXPECT_EQ(look(3), st::fresh) << "below the top, never seen";
-	w.start(3);
+	w.start(3, check);
 	w.finish(3, 0);
 	EXPECT_EQ(look(3), st::done);
 	EXPECT_EQ(look(9), st::fresh);
@@ -63,11 +64,11 @@ TEST_F(Window, ReorderedWithinTheWindowIsExecutedOnce)
 
 TEST_F(Window, OlderThanTheWindowIsStale)
 {
-	w.start(1);
+	w.start(1, check);
 	w.finish(1, 0);
-	w.start(1 + replay_window::size - 1);
+	w.start(1 + replay_window::size - 1, check);
 	EXPECT_EQ(look(1), st::done) << "the oldest still inside";
-	w.start(1 + replay_window::size);
+	w.start(1 + replay_window::size, check);
 	EXPECT_EQ(look(1), st::stale) << "one more, and it is out: refused, never run again";
 	EXPECT_EQ(look(2), st::fresh);
 }
@@ -76,10 +77,10 @@ TEST_F(Window, MovingUpForgetsWhatItPasses)
 {
 	/* every entry used once around the ring, then the window moves on */
 	for (u64 s = 1; s <= replay_window::size; s++) {
-		w.start(s);
+		w.start(s, check);
 		w.finish(s, 0);
 	}
-	w.start(replay_window::size + 500);
+	w.start(replay_window::size + 500, check);
 	for (u64 s = replay_window::size + 1; s < replay_window::size + 500; s++)
 		ASSERT_EQ(look(s), st::fresh) << s << " was never seen: its entry was an old one";
 	for (u64 s = 501; s <= replay_window::size; s++)
@@ -89,7 +90,7 @@ TEST_F(Window, MovingUpForgetsWhatItPasses)
 
 TEST_F(Window, FarAheadIsRefusedAndMovesNothing)
 {
-	w.start(5);
+	w.start(5, check);
 	EXPECT_EQ(look(5 + replay_window::size), st::fresh) << "as far as the window reaches";
 	EXPECT_EQ(look(6 + replay_window::size), st::too_far);
 	EXPECT_EQ(look(~0ull), st::too_far);
@@ -100,10 +101,10 @@ TEST_F(Window, FarAheadIsRefusedAndMovesNothing)
 TEST_F(Window, AJumpOfAWholeWindowClearsEverything)
 {
 	for (u64 s = 1; s <= 100; s++) {
-		w.start(s);
+		w.start(s, check);
 		w.finish(s, 0);
 	}
-	w.start(100 + replay_window::size);
+	w.start(100 + replay_window::size, check);
 	for (u64 s = 101; s < 100 + replay_window::size; s++)
 		ASSERT_EQ(look(s), st::fresh) << s;
 	EXPECT_EQ(look(100), st::stale);
@@ -111,8 +112,8 @@ TEST_F(Window, AJumpOfAWholeWindowClearsEverything)
 
 TEST_F(Window, ACompletionThatFellOutOfTheWindowTouchesNoNewEntry)
 {
-	w.start(1);	/* at the disk while the window moves a whole size on */
-	w.start(1 + replay_window::size);
+	w.start(1, check);	/* at the disk while the window moves a whole size on */
+	w.start(1 + replay_window::size, check);
 	w.finish(1, 5);
 	EXPECT_EQ(look(1 + replay_window::size), st::in_flight)
 		<< "the old request's status must not land on the new one's entry";
@@ -121,7 +122,7 @@ TEST_F(Window, ACompletionThatFellOutOfTheWindowTouchesNoNewEntry)
 
 TEST_F(Window, ForgottenIsFreshAgain)
 {
-	w.start(7);
+	w.start(7, check);
 	w.forget(7);
 	EXPECT_EQ(look(7), st::fresh);
 }
@@ -130,7 +131,7 @@ TEST_F(Window, WrapsAroundTheRingManyTimes)
 {
 	for (u64 s = 1; s < 20 * replay_window::size; s++) {
 		ASSERT_EQ(look(s), st::fresh) << s;
-		w.start(s);
+		w.start(s, check);
 		w.finish(s, (u16)(s & 1));
 		ASSERT_EQ(look(s), st::done);
 		ASSERT_EQ(status, s & 1);
@@ -226,7 +227,7 @@ TEST_F(Table, ANewSessionInTheSameEntryNeverTakesTheOldOnesDatagrams)
 	u64 token, token2;
 
 	ASSERT_EQ(t.open(ip_a, 7000, 1, 0, &id, &token), session_table::open_result::opened);
-	t.find(id, token, ip_a, 7000)->window.start(1);
+	t.find(id, token, ip_a, 7000)->window.start(1, 0);
 	t.find(id, token, ip_a, 7000)->window.finish(1, 0);
 	/* the same client, same port, after a restart and long enough idle */
 	ASSERT_EQ(t.open(ip_a, 7000, 2, 2 * session_table::idle_evict_ns, &id2, &token2),
@@ -235,7 +236,7 @@ TEST_F(Table, ANewSessionInTheSameEntryNeverTakesTheOldOnesDatagrams)
 	EXPECT_NE(token2, token);
 	EXPECT_EQ(t.find(id, token, ip_a, 7000), nullptr) << "the old session's datagrams find nothing";
 	u16 status;
-	EXPECT_EQ(t.find(id2, token2, ip_a, 7000)->window.look(1, &status),
+	EXPECT_EQ(t.find(id2, token2, ip_a, 7000)->window.look(1, 0, &status),
 		  replay_window::state::fresh) << "a new session starts with a new window";
 	EXPECT_EQ(t.counters().evicted, 1u);
 }

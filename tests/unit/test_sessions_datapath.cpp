@@ -324,6 +324,9 @@ TEST_F(v2, OutsideTheWindowIsRefusedAndNeverExecuted)
 	EXPECT_TRUE(disk_holds(inst, 0, 1));
 	EXPECT_EQ(stats().stale, 1u);
 	EXPECT_EQ(stats().too_far, 1u);
+	EXPECT_EQ(stats().refused_by[NETBLK_REFUSED_ESTALE], 1u);
+	EXPECT_EQ(stats().refused_by[NETBLK_REFUSED_EOVERFLOW], 1u);
+	EXPECT_EQ(stats().io_errors, 0u) << "refusals are no disk errors";
 	expect_nothing_held();
 }
 
@@ -338,6 +341,8 @@ TEST_F(v2, ReadsAreServedAgainAndMoveTheWindow)
 	ASSERT_EQ(inst->sent.size(), 2u);
 	EXPECT_EQ(reply_data(inst->sent[1]), block(4));
 	EXPECT_EQ(stats().duplicates, 0u);
+	EXPECT_EQ(stats().served_again, 1u);
+	EXPECT_EQ(stats().reads, 2u) << "each copy served";
 
 	/* reads alone take the numbers on: a write after 2000 of them is no too-far */
 	for (int i = 0; i < 2000; i++) {
@@ -349,6 +354,154 @@ TEST_F(v2, ReadsAreServedAgainAndMoveTheWindow)
 	receive(write_request(0, block(5)));
 	work();
 	EXPECT_EQ(last_reply().status, status_ok);
+}
+
+/*
+ * A captured READ sent again and again -- by anyone who saw it: a replay
+ * is untouched, so a keyed instance takes its tag -- is served serves_max
+ * times, then answered EALREADY, a header alone: the disk's data goes out
+ * a bounded number of times, not for as long as the replays come.
+ */
+TEST_F(v2, OneReadNumberIsServedABoundedNumberOfTimes)
+{
+	start(fake_options{.key = key_bytes});
+	std::vector<u8> r = request(op_read, 0, 16384);
+	for (int i = 0; i < 51; i++) {
+		receive(r);
+		work();
+	}
+
+	size_t data_answers = 0, already = 0;
+	for (auto &f : inst->sent) {
+		header h = reply_header(f);
+		if (h.status == status_ok)
+			data_answers++;
+		else if (h.status == status_ealready && f.size() == reply_headroom)
+			already++;
+	}
+	EXPECT_EQ(data_answers, 16u * nb::replay_window::serves_max);
+	EXPECT_EQ(already, 51u - nb::replay_window::serves_max) << "one header each, no data";
+	EXPECT_EQ(inst->sent.size(), data_answers + already);
+	netblk_stats s = stats();
+	EXPECT_EQ(s.reads, nb::replay_window::serves_max);
+	EXPECT_EQ(s.served_again, nb::replay_window::serves_max - 1u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_EALREADY], 51u - nb::replay_window::serves_max);
+	EXPECT_EQ(s.io_errors, 0u);
+	expect_nothing_held();
+}
+
+/* A READ or INFO whose number fell below the window is refused: ESTALE, never served. */
+TEST_F(v2, AReadOrInfoBelowTheWindowIsRefusedStale)
+{
+	start();
+	std::vector<u8> r = request(op_read, 0, 16384);
+	std::vector<u8> i = request(op_info, 0, 0);
+	receive(r);
+	receive(i);
+	work();
+	for (u32 n = 0; n < nb::replay_window::size + 76; n++) {
+		receive(request(op_read, 512, 512));
+		if (n % 64 == 0)
+			work();
+	}
+	work();
+	inst->sent.clear();
+	receive(r);
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u) << "one answer, not one a datagram";
+	EXPECT_EQ(last_reply().status, status_estale);
+	EXPECT_EQ(inst->sent.back().size(), reply_headroom);
+	receive(i);
+	work();
+	EXPECT_EQ(last_reply().status, status_estale);
+	EXPECT_EQ(stats().stale, 2u);
+	EXPECT_EQ(stats().refused_by[NETBLK_REFUSED_ESTALE], 2u);
+	expect_nothing_held();
+}
+
+/*
+ * A client that sends another request under a number it used is told
+ * (EEXIST) and nothing is executed: it is not answered as the original
+ * was, as if its WRITE had been done.
+ */
+TEST_F(v2, ANumberUsedForAnotherRequestIsRefusedAndNotExecuted)
+{
+	start();
+	receive(write_request(0, block(1), 5));
+	work();
+	ASSERT_EQ(last_reply().status, status_ok);
+	receive(write_request(512, block(2), 5));	/* another offset */
+	work();
+	EXPECT_EQ(last_reply().status, status_eexist);
+	EXPECT_TRUE(disk_holds(inst, 512, 0)) << "never executed";
+	receive(write_request(0, block(1), 5, flag_fua));	/* other flags */
+	work();
+	EXPECT_EQ(last_reply().status, status_eexist);
+
+	receive(request(op_read, 0, 512, 0, 0, 6));
+	work();
+	receive(write_request(0, block(3), 6));	/* another op */
+	work();
+	EXPECT_EQ(last_reply().status, status_eexist);
+	EXPECT_TRUE(disk_holds(inst, 0, 1));
+
+	receive(write_request(0, block(1), 5));	/* the original again: a duplicate */
+	work();
+	EXPECT_EQ(last_reply().status, status_ok);
+	netblk_stats s = stats();
+	EXPECT_EQ(s.writes, 1u);
+	EXPECT_EQ(s.duplicates, 1u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_EEXIST], 3u);
+	EXPECT_EQ(s.io_errors, 0u);
+	expect_nothing_held();
+}
+
+/*
+ * What the replay window and the session table refuse is counted as a
+ * refusal, by status; io_errors counts what the disk failed, once: not a
+ * duplicate answered with a failed original's EIO.
+ */
+TEST_F(v2, RefusalsAreCountedByStatusAndIoErrorsAreTheDisksAlone)
+{
+	fake_options o;
+	o.sessions = 1;
+	start(o);
+	receive(write_request(0, block(1), 1));
+	receive(write_request(512, block(2), 1 + nb::replay_window::size));
+	work();
+	receive(write_request(0, block(9), 1));					/* ESTALE */
+	receive(write_request(0, block(9), 2 + 2 * nb::replay_window::size));	/* EOVERFLOW */
+	receive(request(op_read, 0, 512, 0, 0, 3 + 2 * nb::replay_window::size));	/* EOVERFLOW */
+	work();
+
+	inst->fail_io = true;
+	std::vector<u8> failing = write_request(1024, block(3), 1000);
+	receive(failing);
+	work();
+	ASSERT_EQ(last_reply().status, status_eio);
+	inst->fail_io = false;
+	receive(failing);	/* its duplicate: the same EIO, no new error */
+	work();
+	ASSERT_EQ(last_reply().status, status_eio);
+
+	client_session mine = test::session;
+	std::vector<u8> reply;
+	ASSERT_EQ(receive(hello_request(5), &reply), NETBLK_RX_REPLY);
+	receive(hello_request(5, reply_header(reply).token));	/* EUSERS: the one entry is taken */
+	work();
+	ASSERT_EQ(last_reply().status, status_eusers);
+	test::session = mine;
+
+	netblk_stats s = stats();
+	EXPECT_EQ(s.io_errors, 1u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_ESTALE], 1u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_EOVERFLOW], 2u);
+	EXPECT_EQ(s.refused_by[NETBLK_REFUSED_EUSERS], 1u);
+	EXPECT_EQ(s.refused, 4u);
+	EXPECT_EQ(s.stale, 1u);
+	EXPECT_EQ(s.too_far, 2u);
+	EXPECT_EQ(s.duplicates, 1u);
+	expect_nothing_held();
 }
 
 TEST_F(v2, AWriteNotExecutedForWantOfABufferMayBeSentAgain)

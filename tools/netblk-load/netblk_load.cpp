@@ -34,6 +34,9 @@
 //    and an answer without a valid tag is stray.
 //  - EAGAIN (busy): resent after a randomised back-off of 0.5 ms doubling up
 //    to 50 ms; counted as busy; a request still busy after 10 x tries fails.
+//  - EALREADY (a READ the instance served as often as it serves one number:
+//    its answers were lost that often): sent again at once under a new
+//    number, counted in retries.
 //  - Any other status: the request fails (an error).
 //  - Writes need --range and never leave it.
 //
@@ -147,6 +150,7 @@ std::string status_name(unsigned status)
 	case EOVERFLOW: return "EOVERFLOW";
 	case EUSERS: return "EUSERS (no room for another session)";
 	case EKEYREJECTED: return "EKEYREJECTED (the instance wants another key or --auth)";
+	case EEXIST: return "EEXIST (a number sent again for another request)";
 	default: return "errno " + std::to_string(status);
 	}
 }
@@ -905,15 +909,29 @@ private:
 			++res_.stray;
 			return;
 		}
-		if (plan_.opt.auth.keyed && h.status != nb::status_ekeyrejected &&
+		// Untagged: a forgery, or another key.  The instance's EKEYREJECTED
+		// is untagged too, but in a session anyone who can forge the
+		// instance's address could send one: ignored (the HELLO's is not).
+		if (plan_.opt.auth.keyed &&
 		    h.tag != nb::compute_tag(plan_.opt.auth, d, d + header_size,
 					     static_cast<uint32_t>(len - header_size))) {
-			++res_.stray;  // a forgery, or another key
+			++res_.stray;
 			return;
 		}
 		request &r = reqs_[slot];
 		dgram &p = r.dg[k];
 		answered_ = std::max(answered_, p.sent);
+		if (h.status == nb::status_ealready && !plan_.opt.writing()) {
+			// served as often as the instance serves one number: its
+			// answers were lost that often; asked again under a new one
+			by_seq_[p.seq % seq_table_size] = ~0u;
+			p.seq = wire_seq_++;
+			by_seq_[p.seq % seq_table_size] = slot << 8 | k;
+			p.due = now + timeout_ns_;
+			++res_.retries;
+			queue_send(slot, k);
+			return;
+		}
 		if (h.status == status_eagain) {
 			if (p.state != dgram_state::waiting)
 				return;  // one back-off per send

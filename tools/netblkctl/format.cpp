@@ -20,6 +20,11 @@ const refusal_status refusal_statuses[refusal_status_count] = {
 	{NETBLK_S_REFUSED_ENOTCONN, "ENOTCONN"},
 	{NETBLK_S_REFUSED_EKEYREJECTED, "EKEYREJECTED"},
 	{NETBLK_S_REFUSED_EPROTONOSUPPORT, "EPROTONOSUPPORT"},
+	{NETBLK_S_REFUSED_ESTALE, "ESTALE"},
+	{NETBLK_S_REFUSED_EOVERFLOW, "EOVERFLOW"},
+	{NETBLK_S_REFUSED_EUSERS, "EUSERS"},
+	{NETBLK_S_REFUSED_EALREADY, "EALREADY"},
+	{NETBLK_S_REFUSED_EEXIST, "EEXIST"},
 };
 
 namespace {
@@ -149,6 +154,12 @@ constexpr stat_name stat_names[] = {
 	{NETBLK_S_REFUSED_ENOTCONN, "refused_enotconn"},
 	{NETBLK_S_REFUSED_EKEYREJECTED, "refused_ekeyrejected"},
 	{NETBLK_S_REFUSED_EPROTONOSUPPORT, "refused_eprotonosupport"},
+	{NETBLK_S_REFUSED_ESTALE, "refused_estale"},
+	{NETBLK_S_REFUSED_EOVERFLOW, "refused_eoverflow"},
+	{NETBLK_S_REFUSED_EUSERS, "refused_eusers"},
+	{NETBLK_S_REFUSED_EALREADY, "refused_ealready"},
+	{NETBLK_S_REFUSED_EEXIST, "refused_eexist"},
+	{NETBLK_S_SERVED_AGAIN, "served_again"},
 };
 static_assert(std::size(stat_names) == NETBLK_S_MAX - 1,
 	      "a new counter in enum netblk_stat_attr needs a JSON name here");
@@ -549,8 +560,9 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << st(NETBLK_S_SESSIONS_OPENED) << " opened, " << st(NETBLK_S_SESSIONS_EVICTED)
 	  << " evicted, " << st(NETBLK_S_SESSIONS_REFUSED) << " refused), auth "
 	  << auth_name(inst.auth) << "; duplicates " << st(NETBLK_S_DUPLICATES)
-	  << " answered again, " << st(NETBLK_S_DUPLICATES_IN_FLIGHT) << " dropped, stale "
-	  << st(NETBLK_S_STALE) << ", too far " << st(NETBLK_S_TOO_FAR) << "\n";
+	  << " answered again, " << st(NETBLK_S_DUPLICATES_IN_FLIGHT) << " dropped, reads served again "
+	  << st(NETBLK_S_SERVED_AGAIN) << ", stale " << st(NETBLK_S_STALE) << ", too far "
+	  << st(NETBLK_S_TOO_FAR) << "\n";
 	o << "  refused: no session " << st(NETBLK_S_NOT_CONNECTED) << ", bad tag "
 	  << st(NETBLK_S_AUTH_FAILED) << ", old version " << st(NETBLK_S_OLD_VERSION)
 	  << "; HELLO cookies " << st(NETBLK_S_HELLO_COOKIES) << "\n";

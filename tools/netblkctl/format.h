@@ -67,7 +67,7 @@ struct refusal_status {
 	netblk_stat_attr attr;
 	const char *status;
 };
-inline constexpr size_t refusal_status_count = 9;
+inline constexpr size_t refusal_status_count = 14;
 extern const refusal_status refusal_statuses[refusal_status_count];
 
 // One device of the block-device client: an ATTACH reply or an ATTACHED entry.

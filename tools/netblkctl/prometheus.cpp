@@ -26,7 +26,8 @@ constexpr counter_metric counters[] = {
 	 "Bytes of the write requests accepted."},
 	{NETBLK_S_FLUSHES, "netblk_flushes_total", "Flush requests accepted."},
 	{NETBLK_S_FUA_WRITES, "netblk_fua_writes_total", "Write requests accepted with FUA."},
-	{NETBLK_S_IO_ERRORS, "netblk_io_errors_total", "Requests the disk failed."},
+	{NETBLK_S_IO_ERRORS, "netblk_io_errors_total",
+	 "Requests (READ: datagrams) the disk failed, answered EIO; refusals are not counted here."},
 	{NETBLK_S_DISK_BUSY, "netblk_disk_busy_total",
 	 "Times the disk said again (BLK_STS_AGAIN): retried after a backoff."},
 	{NETBLK_S_DISK_BLOCKING, "netblk_disk_blocking_total",
@@ -86,6 +87,8 @@ constexpr counter_metric counters[] = {
 	 "Requests older than their session's replay window: refused ESTALE, never executed."},
 	{NETBLK_S_TOO_FAR, "netblk_too_far_total",
 	 "Requests too far ahead of their session's replay window: refused EOVERFLOW."},
+	{NETBLK_S_SERVED_AGAIN, "netblk_served_again_total",
+	 "Resends of READs and INFOs served again (at most 3 a request: then EALREADY)."},
 };
 
 struct stage_gauge {
@@ -260,7 +263,7 @@ void labelled_counters(std::ostream &o, const std::vector<netblk_instance> &inst
 			o << "netblk_not_allowed_total{" << labels(inst) << "} " << *inst.not_allowed
 			  << '\n';
 	family(o, "netblk_refused_total", "counter",
-	       "Requests answered with an error on the spot, by status (EAGAIN: no free slot).");
+	       "Requests refused, by status (EAGAIN: no free slot): never sent to the disk.");
 	for (const auto &inst : insts)
 		for (const auto &r : refusal_statuses)
 			o << "netblk_refused_total{" << labels(inst) << ",status=\"" << r.status

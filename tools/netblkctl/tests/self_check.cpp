@@ -314,7 +314,7 @@ void check_text()
 		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, trims 0 (0 B),"
 		 " zeroed 0 (0 B), I/O errors 0\n"
 		 "  sessions 3 of 1024 open (5 opened, 2 evicted, 0 refused), auth header;"
-		 " duplicates 17 answered again, 0 dropped, stale 0, too far 0\n"
+		 " duplicates 17 answered again, 0 dropped, reads served again 0, stale 0, too far 0\n"
 		 "  refused: no session 0, bad tag 0, old version 0; HELLO cookies 6\n"
 		 "  disk busy 369 times (0 tried blocking, 0 answered EAGAIN), no buffer 0,"
 		 " worker slept 192176 times\n"
@@ -430,10 +430,14 @@ void check_json()
 			    "\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, "
 			    "\"auth\": \"header\", \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
-	check(j.find("\"refused_eprotonosupport\": 0, "
+	check(j.find("\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
+		     "\"refused_eoverflow\": 0, \"refused_eusers\": 0, \"refused_ealready\": 0, "
+		     "\"refused_eexist\": 0, \"served_again\": 0, "
 		     "\"not_allowed\": null}, \"latency\": null},\n  {") != std::string::npos,
 	      "json separator");
-	check(j.ends_with("\"refused_eprotonosupport\": 0, "
+	check(j.ends_with("\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
+			  "\"refused_eoverflow\": 0, \"refused_eusers\": 0, \"refused_ealready\": 0, "
+			  "\"refused_eexist\": 0, \"served_again\": 0, "
 			  "\"not_allowed\": null}, \"latency\": null}\n]\n"), "json tail");
 	check(j.find("\"duplicates\": 17, ") != std::string::npos, "json duplicates");
 	check(valid_json(j), "json list parses");
