@@ -19,6 +19,7 @@ extern "C" {
 
 #define NETBLK_SLOTS 256	/* requests an instance holds at once */
 #define NETBLK_SESSIONS_DEFAULT 1024	/* protocol v2 sessions an instance holds */
+#define NETBLK_PER_SOURCE_DEFAULT 16	/* of those, one IPv4 address holds at most */
 #define NETBLK_SESSIONS_MAX 65536
 #define NETBLK_KEY_SIZE 16	/* SipHash-2-4 keys: the secret, a key= file's key */
 #define NETBLK_TX_BATCH 64	/* replies handed to the NIC in one transmit */
@@ -93,6 +94,7 @@ struct netblk_core_config {
 	uint64_t max_discard_bytes;	/* 0: the device cannot discard */
 	uint64_t max_write_zeroes_bytes;	/* 0: the device cannot write zeroes */
 	uint32_t sessions;		/* the session table's size */
+	uint32_t sessions_per_source;	/* of those, one IPv4 address holds at most (0: the default) */
 	uint64_t export_id;		/* netblk_core_export_id() of the device */
 	uint8_t secret[NETBLK_KEY_SIZE];	/* random: cookies and session tokens */
 	uint8_t keyed;			/* accept only datagrams tagged with key */

@@ -14,6 +14,8 @@ static_assert(sizeof(piece) == sizeof(netblk_piece) &&
 		      offsetof(piece, len) == offsetof(netblk_piece, len),
 	      "core_api.h's netblk_piece is protocol.h's piece");
 static_assert(op_last + 1 == NETBLK_OP_CODES, "core_api.h's op codes are protocol.h's");
+static_assert(session_table::per_source_default == NETBLK_PER_SOURCE_DEFAULT,
+	      "core_api.h's default is session.h's");
 static_assert(read_datagrams_max <= NETBLK_GATHER_PAGES_MAX, "a gathered READ needs a page a datagram at most");
 static_assert((int)refusals == NETBLK_REFUSALS &&
 		      (int)refused_eprotonosupport == NETBLK_REFUSED_EPROTONOSUPPORT &&
@@ -73,7 +75,7 @@ int engine::init(const netblk_core_config &config)
 	auth_.key = siphash_key_from_bytes(config.key);
 	set_link(config.link_mtu, config.local_mac);
 	if (sessions_.init(config.sessions ? config.sessions : NETBLK_SESSIONS_DEFAULT,
-			   siphash_key_from_bytes(config.secret)))
+			   config.sessions_per_source, siphash_key_from_bytes(config.secret)))
 		return -err_nomem;
 
 	/* value-initialised: counters and slots start at zero */

@@ -116,7 +116,7 @@ static u64 keyed(const siphash_key &secret, u64 label, u64 a, u64 b, u64 c)
 	return h.final();
 }
 
-int session_table::init(u32 capacity, const siphash_key &secret)
+int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret)
 {
 	if (capacity == 0)
 		return -err_inval;
@@ -124,6 +124,7 @@ int session_table::init(u32 capacity, const siphash_key &secret)
 	if (!sessions_)
 		return -err_nomem;
 	capacity_ = capacity;
+	per_source_ = per_source ? per_source : min(per_source_default, capacity);
 	secret_ = secret;
 	for (u32 i = 0; i < capacity; i++)
 		sessions_[i].window.reset();
@@ -157,10 +158,11 @@ bool session_table::cookie_valid(u32 ip, u16 port, u64 nonce, u64 cookie_value,
 /* ---- the table ---- */
 
 /*
- * Where a new session from @peer goes: when its IPv4 address holds
- * per_source_max already, that address's idlest; else a free entry; else
- * the idlest of all, if idle long enough.  Never one with requests at the
- * disk.  capacity_ if none.
+ * Where a new session from @peer goes: a free entry, else the idlest of
+ * those idle for idle_evict_ns with nothing at the disk -- of its own
+ * address's when that holds per_source_ already.  Never one in use: many
+ * clients behind one address (NAT) do not push each other out, nor does a
+ * flood of HELLOs anyone else.  capacity_ if none.
  */
 u32 session_table::pick_entry(u64 peer, u64 now_ns)
 {
@@ -179,16 +181,14 @@ u32 session_table::pick_entry(u64 peer, u64 now_ns)
 
 		if (mine)
 			own_count++;
-		if (s.in_flight)
+		if (s.in_flight || now_ns - s.last_used_ns < idle_evict_ns)
 			continue;
-		if (mine && (own == capacity_ ||
-				       s.last_used_ns < sessions_[own].last_used_ns))
+		if (mine && (own == capacity_ || s.last_used_ns < sessions_[own].last_used_ns))
 			own = i;
-		if (now_ns - s.last_used_ns >= idle_evict_ns &&
-		    (any == capacity_ || s.last_used_ns < sessions_[any].last_used_ns))
+		if (any == capacity_ || s.last_used_ns < sessions_[any].last_used_ns)
 			any = i;
 	}
-	if (own_count >= per_source_max)
+	if (own_count >= per_source_)
 		return own;
 	return free_entry != capacity_ ? free_entry : any;
 }

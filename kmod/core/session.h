@@ -105,16 +105,18 @@ class session_table {
 public:
 	/* A session nobody used for this long may be closed to make room. */
 	static constexpr u64 idle_evict_ns = 60ull * 1000000000ull;
-	/* Sessions one IPv4 address may hold; a new one replaces its idlest. */
-	static constexpr u32 per_source_max = 16;
+	/* Sessions one IPv4 address holds at most, unless the instance says (per-source=). */
+	static constexpr u32 per_source_default = 16;
 	/* Cookies are good for one to two of these (2^36 ns, about 69 s). */
 	static constexpr u32 cookie_epoch_shift = 36;
 
 	enum class open_result : u8 { opened, again, full };
 
-	int init(u32 capacity, const siphash_key &secret);
+	/* @per_source: sessions one IPv4 address may hold (0: per_source_default). */
+	int init(u32 capacity, u32 per_source, const siphash_key &secret);
 	void destroy();
 	u32 capacity() const { return capacity_; }
+	u32 per_source() const { return per_source_; }
 	/* Sessions close only to make room for another: those opened less those evicted. */
 	u64 open_count() const
 	{
@@ -129,11 +131,11 @@ public:
 	bool cookie_valid(u32 ip, u16 port, u64 nonce, u64 cookie, u64 now_ns) const;
 
 	/*
-	 * Open a session for a HELLO that brought a valid cookie: the source
-	 * address's idlest when it holds per_source_max, else a free entry,
-	 * else the idlest of all idle for idle_evict_ns.  The same HELLO again (its
-	 * answer was lost) gets the same session (again).  full: none can be
-	 * had, and no active session was pushed out.
+	 * Open a session for a HELLO that brought a valid cookie: a free entry,
+	 * else the idlest of all idle for idle_evict_ns -- of the source
+	 * address's own when it holds per_source() already.  The same HELLO
+	 * again (its answer was lost) gets the same session (again).  full:
+	 * none can be had, and no active session was pushed out.
 	 */
 	open_result open(u32 ip, u16 port, u64 nonce, u64 now_ns, u32 *id, u64 *token);
 
@@ -148,6 +150,7 @@ private:
 
 	session *sessions_ = nullptr;
 	u32 capacity_ = 0;
+	u32 per_source_ = 0;
 	u64 created_ = 0;	/* sessions ever opened: every token is made from a new one */
 	siphash_key secret_ = {};
 	session_counters counters_ = {};

@@ -36,6 +36,7 @@ static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_ALLOW]	= { .type = NLA_NESTED },
 	[NETBLK_A_ALLOW_PREFIX]	= NLA_POLICY_EXACT_LEN(sizeof(struct netblk_prefix)),
 	[NETBLK_A_SESSIONS]	= NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_sessions_range),
+	[NETBLK_A_PER_SOURCE]	= NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_sessions_range),
 	[NETBLK_A_KEY]		= NLA_POLICY_EXACT_LEN(NETBLK_KEY_BYTES),
 	[NETBLK_A_AUTH]		= NLA_POLICY_MAX(NLA_U32, NETBLK_AUTH_FULL),
 	[NETBLK_A_ADDR]		= { .type = NLA_U32 },
@@ -296,6 +297,7 @@ static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance
 	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
 	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
 	    nla_put_u32(skb, NETBLK_A_SESSIONS, inst->sessions) ||
+	    nla_put_u32(skb, NETBLK_A_PER_SOURCE, inst->per_source) ||
 	    nla_put_u32(skb, NETBLK_A_AUTH, inst->auth) ||
 	    (inst->handoff && nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex)) ||
 	    nla_put_u32(skb, NETBLK_A_STATE, inst->state) ||
@@ -460,6 +462,14 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 	p->nic_loss = a[NETBLK_A_NIC_LOSS] ? nla_get_u32(a[NETBLK_A_NIC_LOSS]) : NETBLK_NIC_LOSS_WAIT;
 	p->sessions = a[NETBLK_A_SESSIONS] ? nla_get_u32(a[NETBLK_A_SESSIONS]) :
 					     NETBLK_SESSIONS_DEFAULT;
+	p->per_source = a[NETBLK_A_PER_SOURCE] ? nla_get_u32(a[NETBLK_A_PER_SOURCE]) :
+						 min_t(u32, NETBLK_PER_SOURCE_DEFAULT, p->sessions);
+	if (p->per_source > p->sessions) {
+		NL_SET_ERR_MSG_FMT(info->extack,
+				   "per-source=%u is more than the instance's sessions=%u: lower it, or raise sessions=",
+				   p->per_source, p->sessions);
+		return -EINVAL;
+	}
 	if (a[NETBLK_A_KEY]) {
 		p->has_key = true;
 		nla_memcpy(p->key, a[NETBLK_A_KEY], sizeof(p->key));

@@ -263,6 +263,7 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.max_discard_bytes = (u64)bdev_max_discard_sectors(bdev) << SECTOR_SHIFT,
 		.max_write_zeroes_bytes = (u64)bdev_write_zeroes_sectors(bdev) << SECTOR_SHIFT,
 		.sessions = inst->sessions,
+		.sessions_per_source = inst->per_source,
 		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
@@ -447,6 +448,7 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	inst->read_only = p->read_only;
 	inst->poll_us = p->poll_us;
 	inst->sessions = p->sessions;
+	inst->per_source = p->per_source;
 	inst->auth = p->auth;
 	inst->nic_loss = p->nic_loss;
 	inst->nr_allow = p->nr_allow;

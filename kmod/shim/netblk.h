@@ -49,6 +49,7 @@ struct netblk_start_params {
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];
 	u32 sessions;		/* the session table's size */
+	u32 per_source;		/* of those, one IPv4 address holds at most */
 	bool has_key;
 	u8 key[NETBLK_KEY_BYTES];
 	u32 auth;		/* enum netblk_auth */
@@ -84,6 +85,7 @@ struct netblk_instance {
 	u32 poll_us;
 	u16 vlan;			/* 0: untagged */
 	u32 sessions;			/* protocol v2 sessions it holds */
+	u32 per_source;			/* of those, one IPv4 address holds at most */
 	u32 auth;			/* enum netblk_auth (the key is the core's alone) */
 	u32 nic_loss;			/* enum netblk_nic_loss */
 	u32 nr_allow;

@@ -156,6 +156,11 @@ enum netblk_attr {
 	 * XDP_READY names it back.
 	 */
 	NETBLK_A_XDP_DROPPED,
+	/*
+	 * u32: of the sessions, those one IPv4 address may hold (START: 1 up
+	 * to SESSIONS; absent: 16, or SESSIONS if fewer); LIST: the instance's
+	 */
+	NETBLK_A_PER_SOURCE,
 	__NETBLK_A_MAX,
 };
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)

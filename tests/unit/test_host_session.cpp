@@ -50,7 +50,7 @@ protected:
 	void SetUp() override
 	{
 		siphash_key secret = siphash_key_from_bytes((const u8 *)"0123456789abcdef");
-		ASSERT_EQ(table.init(4, secret), 0);
+		ASSERT_EQ(table.init(4, 0, secret), 0);
 		s.init(false, false);
 	}
 	void TearDown() override { table.destroy(); }
@@ -212,7 +212,7 @@ TEST_F(HostSession, LostThenOpenedAgainGetsANewSessionAndOwnsNoAnswerOfTheOld)
 	EXPECT_FALSE(s.owns(first));
 	/* the instance started again: a new secret, an empty table */
 	table.destroy();
-	ASSERT_EQ(table.init(4, siphash_key_from_bytes((const u8 *)"fedcba9876543210")), 0);
+	ASSERT_EQ(table.init(4, 0, siphash_key_from_bytes((const u8 *)"fedcba9876543210")), 0);
 	s.open(6, now, 250 * ms);
 	EXPECT_EQ(s.answer(instance_answer(table, s.hello(), now), now), hs::result::send_cookie);
 	header second = instance_answer(table, s.hello(), now);

@@ -148,7 +148,10 @@ static nb::siphash_key secret(u64 k)
 class Table : public ::testing::Test {
 protected:
 	void TearDown() override { t.destroy(); }
-	void init(u32 capacity) { ASSERT_EQ(t.init(capacity, secret(42)), 0); }
+	void init(u32 capacity, u32 per_source = 0)
+	{
+		ASSERT_EQ(t.init(capacity, per_source, secret(42)), 0);
+	}
 	session_table t;
 };
 
@@ -168,7 +171,7 @@ TEST_F(Table, CookieIsBoundToAddressPortAndNonce)
 	EXPECT_FALSE(t.cookie_valid(ip_a, 7000, 99, c ^ 1, now));
 
 	session_table other;
-	ASSERT_EQ(other.init(4, secret(43)), 0);
+	ASSERT_EQ(other.init(4, 0, secret(43)), 0);
 	EXPECT_FALSE(other.cookie_valid(ip_a, 7000, 99, c, now))
 		<< "an instance started again has a new secret: old cookies are void";
 	other.destroy();
@@ -298,19 +301,62 @@ TEST_F(Table, ASessionWithRequestsAtTheDiskIsNeverEvicted)
 	EXPECT_NE(t.find(id, token, ip_a, 1), nullptr);
 }
 
-TEST_F(Table, OneAddressCannotHoldMoreThanItsShare)
+/*
+ * One address holds at most its share: a flood of HELLOs from it (or a
+ * client restarting in a loop) gets EUSERS once it holds per_source()
+ * sessions in use, and pushes out none of them -- those are clients behind
+ * one NAT address as much as a flood -- nor any other address's.  Its own
+ * sessions idle a minute make room for it.
+ */
+TEST_F(Table, OneAddressCannotHoldMoreThanItsShareNorPushOutItsOwnActiveOnes)
 {
 	init(64);
 	u32 id, first_id;
-	u64 token, first_token;
+	u64 token, first_token, now = 1;
 
-	t.open(ip_a, 1000, 0, 0, &first_id, &first_token);
-	for (u32 i = 1; i < 100; i++)
-		ASSERT_NE(t.open(ip_a, (nb::u16)(1000 + i), i, i, &id, &token),
-			  session_table::open_result::full)
-			<< "a client restarting keeps getting sessions";
-	EXPECT_EQ(t.open_count(), session_table::per_source_max);
-	EXPECT_EQ(t.find(first_id, first_token, ip_a, 1000), nullptr) << "its own idlest made room";
-	ASSERT_EQ(t.open(ip_b, 1, 1, 200, &id, &token), session_table::open_result::opened)
+	ASSERT_EQ(t.per_source(), session_table::per_source_default);
+	t.open(ip_a, 1000, 0, now, &first_id, &first_token);
+	u32 refused = 0;
+	for (u32 i = 1; i < 100; i++) {
+		now += sec / 10;
+		if (t.open(ip_a, (nb::u16)(1000 + i), i, now, &id, &token) ==
+		    session_table::open_result::full)
+			refused++;
+	}
+	EXPECT_EQ(t.open_count(), session_table::per_source_default);
+	EXPECT_EQ(refused, 100u - session_table::per_source_default);
+	EXPECT_EQ(t.counters().evicted, 0u) << "none of its sessions in use pushed out";
+	EXPECT_NE(t.find(first_id, first_token, ip_a, 1000), nullptr);
+	ASSERT_EQ(t.open(ip_b, 1, 1, now, &id, &token), session_table::open_result::opened)
 		<< "and every other address still finds room";
+
+	now += session_table::idle_evict_ns;
+	t.find(id, token, ip_b, 1)->last_used_ns = now;
+	ASSERT_EQ(t.open(ip_a, 2000, 2000, now, &id, &token), session_table::open_result::opened)
+		<< "once idle a minute, its own make room for it";
+	EXPECT_EQ(t.find(first_id, first_token, ip_a, 1000), nullptr) << "its idlest";
+	EXPECT_EQ(t.open_count(), session_table::per_source_default + 1);
+}
+
+/* 20 clients behind one address, with per-source=32: all served, none pushed out. */
+TEST_F(Table, ClientsBehindOneAddressAllGetSessionsUpToItsSetting)
+{
+	init(64, 32);
+	u32 id[20];
+	u64 token[20], now = 1;
+
+	for (u32 i = 0; i < 20; i++)
+		ASSERT_EQ(t.open(ip_a, (nb::u16)(40000 + i), i + 1, now, &id[i], &token[i]),
+			  session_table::open_result::opened);
+	for (u32 round = 0; round < 10; round++) {
+		now += sec;
+		for (u32 i = 0; i < 20; i++) {
+			session *s = t.find(id[i], token[i], ip_a, (nb::u16)(40000 + i));
+
+			ASSERT_NE(s, nullptr) << "client " << i << " lost its session";
+			s->last_used_ns = now;
+		}
+	}
+	EXPECT_EQ(t.counters().evicted, 0u);
+	EXPECT_EQ(t.per_source(), 32u);
 }

@@ -87,6 +87,9 @@ std::string format_start_line(const netblk_instance &inst, const std::string &de
 		l += " poll=" + std::to_string(inst.poll_us);
 	if (inst.sessions && inst.sessions != NETBLK_SESSIONS_DEFAULT)
 		l += " sessions=" + std::to_string(inst.sessions);
+	if (inst.per_source &&
+	    inst.per_source != std::min<uint32_t>(NETBLK_PER_SOURCE_DEFAULT, inst.sessions))
+		l += " per-source=" + std::to_string(inst.per_source);
 	for (size_t i = 0; i < inst.allow.size(); i++)
 		l += (i ? "," : " allow=") + format_prefix(inst.allow[i]);
 	if (inst.nic_loss == NETBLK_NIC_LOSS_STOP)

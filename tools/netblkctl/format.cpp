@@ -301,6 +301,7 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	  << ", \"max_io\": " << inst.max_io
 	  << ", \"slots\": " << inst.slots
 	  << ", \"sessions\": " << inst.sessions
+	  << ", \"per_source\": " << inst.per_source
 	  << ", \"auth\": " << json_string(auth_name(inst.auth))
 	  << ", \"uptime_ms\": " << inst.uptime_ms
 	  << ", \"stats\": {";
@@ -556,7 +557,8 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << "), zeroed " << st(NETBLK_S_WRITE_ZEROES) << " ("
 	  << format_size(st(NETBLK_S_WRITE_ZEROES_BYTES)) << "), I/O errors "
 	  << st(NETBLK_S_IO_ERRORS) << "\n";
-	o << "  sessions " << st(NETBLK_S_SESSIONS_OPEN) << " of " << inst.sessions << " open ("
+	o << "  sessions " << st(NETBLK_S_SESSIONS_OPEN) << " of " << inst.sessions << " open, "
+	  << inst.per_source << " a source ("
 	  << st(NETBLK_S_SESSIONS_OPENED) << " opened, " << st(NETBLK_S_SESSIONS_EVICTED)
 	  << " evicted, " << st(NETBLK_S_SESSIONS_REFUSED) << " refused), auth "
 	  << auth_name(inst.auth) << "; duplicates " << st(NETBLK_S_DUPLICATES)

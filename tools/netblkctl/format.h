@@ -38,6 +38,7 @@ struct netblk_instance {
 	uint32_t max_io = 0;		// data bytes a datagram carries
 	uint32_t slots = 0;
 	uint32_t sessions = 0;		// the session table's size
+	uint32_t per_source = 0;	// of those, one source address holds at most (0: not sent)
 	uint32_t auth = 0;		// enum netblk_auth
 	uint64_t uptime_ms = 0;
 	uint32_t state = 0;		// enum netblk_state; 0 when not sent

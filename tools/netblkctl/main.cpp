@@ -43,7 +43,7 @@ constexpr int exit_usage = 2;
 
 constexpr const char usage_text[] =
 	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
-	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N]\n"
+	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N] [per-source=N]\n"
 	"                       [key=FILE [auth=header|full]] [nic-loss=wait|stop]\n"
 	"                       [--exist-ok]\n"
 	"       netblkctl list [--attached] [--json]\n"
@@ -70,6 +70,8 @@ constexpr const char usage_text[] =
 	"          allow=...  answer only these sources (10.1.0.0/16,10.2.3.4), filtered\n"
 	"                     by the NIC's XDP program before anything else sees them\n"
 	"          sessions=N the clients' sessions it holds at once (default 1024)\n"
+	"          per-source=N  of those, one source address may hold (default 16):\n"
+	"                     raise it for clients behind one NAT address\n"
 	"          key=FILE   answer only datagrams tagged with this key (32 hex digits)\n"
 	"          auth=...   what the tags cover: header (default with a key), or full\n"
 	"                     (the data too)\n"
@@ -332,6 +334,14 @@ std::string parse_start_option(std::string_view arg, netblk_start_args &args)
 			return err;
 		if (*args.sessions < 1 || *args.sessions > NETBLK_SESSIONS_LIMIT)
 			return "bad sessions= '" + std::to_string(*args.sessions) + "' (want 1..65536)";
+		return {};
+	}
+	if (arg.starts_with("per-source=")) {
+		if (std::string err = parse_u32_option(arg, "per-source", args.per_source); !err.empty())
+			return err;
+		if (*args.per_source < 1 || *args.per_source > NETBLK_SESSIONS_LIMIT)
+			return "bad per-source= '" + std::to_string(*args.per_source) +
+			       "' (want 1..65536, at most sessions=)";
 		return {};
 	}
 	if (arg.starts_with("key="))

@@ -181,6 +181,7 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_MAX_IO:      return get_uint(a, i.max_io);
 	case NETBLK_A_SLOTS:       return get_uint(a, i.slots);
 	case NETBLK_A_SESSIONS:    return get_uint(a, i.sessions);
+	case NETBLK_A_PER_SOURCE:  return get_uint(a, i.per_source);
 	case NETBLK_A_AUTH:        return get_uint(a, i.auth);
 	case NETBLK_A_UPTIME_MS:   return get_uint(a, i.uptime_ms);
 	}
@@ -375,6 +376,8 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 		mnl_attr_put_u16(req, NETBLK_A_VLAN, *args.vlan);
 	if (args.sessions)
 		mnl_attr_put_u32(req, NETBLK_A_SESSIONS, *args.sessions);
+	if (args.per_source)
+		mnl_attr_put_u32(req, NETBLK_A_PER_SOURCE, *args.per_source);
 	if (args.key)
 		mnl_attr_put(req, NETBLK_A_KEY, args.key->size(), args.key->data());
 	if (args.auth)

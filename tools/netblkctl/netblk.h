@@ -22,6 +22,7 @@ struct netblk_start_args {
 	std::optional<uint16_t> vlan;
 	std::vector<netblk_prefix> allow;	// empty: any source
 	std::optional<uint32_t> sessions;
+	std::optional<uint32_t> per_source;
 	std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> key;	// read from key=FILE
 	std::optional<uint32_t> auth;		// enum netblk_auth
 	std::optional<uint32_t> nic_loss;	// enum netblk_nic_loss

@@ -239,6 +239,7 @@ void instance_info(std::ostream &o, const std::vector<netblk_instance> &insts)
 		  << "\",poll_us=\"" << inst.poll_us
 		  << "\",slots=\"" << inst.slots
 		  << "\",sessions=\"" << inst.sessions
+		  << "\",per_source=\"" << inst.per_source
 		  << "\",auth=\"" << auth_name(inst.auth)
 		  << "\",nic_loss=\"" << nic_loss_name(inst.nic_loss)
 		  << "\",driver=\"" << prometheus_label_value(inst.driver)

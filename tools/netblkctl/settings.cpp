@@ -63,7 +63,8 @@ std::string start_differs(const netblk_start_args &want, const std::string &want
 	for (std::string d : {differs_u32("mtu", want.mtu, have.mtu),
 			      differs_u32("cpu", want.cpu, have.cpu),
 			      differs_u32("poll", want.poll_us, have.poll_us),
-			      differs_u32("sessions", want.sessions, have.sessions)})
+			      differs_u32("sessions", want.sessions, have.sessions),
+			      differs_u32("per-source", want.per_source, have.per_source)})
 		if (!d.empty())
 			return d;
 	if (want.nic_loss && *want.nic_loss != have.nic_loss)

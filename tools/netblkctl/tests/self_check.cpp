@@ -268,6 +268,7 @@ netblk_instance example()
 	i.max_io = 1024;
 	i.slots = 256;
 	i.sessions = 1024;
+	i.per_source = 16;
 	i.auth = NETBLK_AUTH_HEADER;
 	i.uptime_ms = 21800;
 	i.stats[NETBLK_S_REQUESTS] = 1246965;
@@ -313,7 +314,7 @@ void check_text()
 		 " at the disk 0, done 0\n"
 		 "  reads 765567 (747 MiB), writes 481394 (470 MiB), flushes 3, trims 0 (0 B),"
 		 " zeroed 0 (0 B), I/O errors 0\n"
-		 "  sessions 3 of 1024 open (5 opened, 2 evicted, 0 refused), auth header;"
+		 "  sessions 3 of 1024 open, 16 a source (5 opened, 2 evicted, 0 refused), auth header;"
 		 " duplicates 17 answered again, 0 dropped, reads served again 0, stale 0, too far 0\n"
 		 "  refused: no session 0, bad tag 0, old version 0; HELLO cookies 6\n"
 		 "  disk busy 369 times (0 tried blocking, 0 answered EAGAIN), no buffer 0,"
@@ -427,7 +428,7 @@ void check_json()
 			    "\"handoff_ifindex\": 9, "
 			    "\"addr\": \"10.0.2.15\", \"allow\": [], \"mtu\": 1500, \"cpu\": 1, "
 			    "\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
-			    "\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, "
+			    "\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, \"per_source\": 16, "
 			    "\"auth\": \"header\", \"uptime_ms\": 21800, "
 			    "\"stats\": {\"requests\": 1246965, \"bad\": 0,"), "json head");
 	check(j.find("\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
@@ -1690,6 +1691,7 @@ netblk_instance p1_on_eth0()
 	i.ifname = "eth0";
 	i.mtu = 1500;
 	i.sessions = 1024;
+	i.per_source = 16;
 	return i;
 }
 
@@ -1766,10 +1768,11 @@ void check_config()
 	i.mtu = 1200;
 	i.poll_us = 50;
 	i.sessions = 16;
+	i.per_source = 4;
 	i.allow = {{htonl(0x0a010000), 16, {}}, {htonl(0x0a020304), 32, {}}};
 	check_eq(format_start_line(i, i.device, 1500),
 		 "start /dev/nvme0n1p1 7000 ro dev=eth0 vlan=5 mtu=1200 poll=50 sessions=16 "
-		 "allow=10.1.0.0/16,10.2.3.4", "save: every setting");
+		 "per-source=4 allow=10.1.0.0/16,10.2.3.4", "save: every setting");
 	netblk_attached a;
 	a.disk = "netblk0";
 	a.addr = htonl(0x0a000001);
