@@ -544,6 +544,20 @@ static struct netblk_instance **netblk_stop_targets(struct genl_info *info, u32 
 }
 
 /*
+ * The reaper may release the instance (its core with it) as soon as its
+ * drain ends, which may be right after the wait gave up: look at the core
+ * under netblk_lock, where release cannot run, and only if not released.
+ */
+static void netblk_warn_unload_wait(struct netblk_instance *inst)
+{
+	mutex_lock(&netblk_lock);
+	if (!inst->finished)
+		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
+			netblk_core_at_disk(inst->core), inst->device);
+	mutex_unlock(&netblk_lock);
+}
+
+/*
  * Stop what a STOP names (every instance for rmmod, @info NULL): take their
  * ports away at once, then wait for their disks without netblk_lock --
  * @timeout jiffies in all, or as long as it takes for rmmod -- and release
@@ -576,9 +590,7 @@ static int netblk_stop_instances(struct genl_info *info, enum netblk_stop_reason
 		}
 		/* rmmod: the disk may not be left with our bios; say what it waits for */
 		while (!netblk_instance_wait(insts[i], 10 * HZ))
-			pr_warn("unloading waits for port %u: %u requests still at %s\n",
-				insts[i]->port, netblk_core_at_disk(insts[i]->core),
-				insts[i]->device);
+			netblk_warn_unload_wait(insts[i]);
 	}
 
 	mutex_lock(&netblk_lock);
