@@ -203,7 +203,7 @@ e2e: $(E2E_MODULES) netblkctl load
 # The e2e suite on the arm64 guest (NETBLK_ARCH=arm64, ci/guest.py): the
 # cross-built module and tools, and the guest's arm64 programs from Debian's
 # packages (ci/fetch-sysroot.sh, build/sysroot-arm64), virtio-net only.
-ARM64_GUEST_PKGS := iproute2 bpftool xdp-tools ethtool dmsetup e2fsprogs fio mdadm
+ARM64_GUEST_PKGS := iproute2 bpftool xdp-tools ethtool dmsetup e2fsprogs fio mdadm util-linux
 
 # ARM64_TESTS: what pytest runs there (the whole suite by default).  CI runs
 # ARM64_SUBSET, which fits beside the x86 suites: start/stop, the data path

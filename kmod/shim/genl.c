@@ -396,6 +396,40 @@ static void netblk_genl_notify_failed(const struct netblk_start_params *p, int e
 
 /* ---- commands ---- */
 
+/*
+ * START and STOP export a block device to the network or take it away,
+ * ATTACH gives udev, blkid and LVM a disk whose partition table the remote
+ * side wrote, DETACH takes a disk from under its users: as privileged as
+ * nbd's connect, CAP_SYS_ADMIN, and CAP_NET_ADMIN as every command.
+ * Checked here rather than by GENL_ADMIN_PERM so that the refusal says
+ * which one the caller lacks.  Fixed strings, not formatted: on 6.1 an
+ * unprivileged caller's refusals must not take compat.h's ring of buffers.
+ */
+#define NETBLK_NEEDS(cmd) {							\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks CAP_SYS_ADMIN",	\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks CAP_NET_ADMIN",	\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks both",		\
+}
+static const char *const netblk_admin_refusals[][3] = {
+	[NETBLK_CMD_START] = NETBLK_NEEDS("start"),
+	[NETBLK_CMD_STOP] = NETBLK_NEEDS("stop"),
+	[NETBLK_CMD_ATTACH] = NETBLK_NEEDS("attach"),
+	[NETBLK_CMD_DETACH] = NETBLK_NEEDS("detach"),
+};
+
+static int netblk_genl_admin(struct sk_buff *skb, struct genl_info *info)
+{
+	bool sys = netlink_capable(skb, CAP_SYS_ADMIN);
+	bool net = netlink_capable(skb, CAP_NET_ADMIN);
+	u8 cmd = info->genlhdr->cmd;
+
+	if (sys && net)
+		return 0;
+	if (info->extack && cmd < ARRAY_SIZE(netblk_admin_refusals))
+		info->extack->_msg = netblk_admin_refusals[cmd][!sys && !net ? 2 : !net];
+	return -EPERM;
+}
+
 /* ALLOW: the prefixes, checked further by the instance (instance.c). */
 static int netblk_parse_allow(struct genl_info *info, struct netblk_start_params *p)
 {
@@ -477,6 +511,9 @@ static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	struct sk_buff *reply = NULL;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	params = kzalloc(sizeof(*params), GFP_KERNEL);
 	if (!params)
 		return -ENOMEM;
@@ -640,6 +677,9 @@ static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 	struct sk_buff *reply;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_PORT]) {
 		NL_SET_ERR_MSG(info->extack, "name the instance to stop by its port, or all");
 		return -EINVAL;
@@ -863,6 +903,9 @@ static int netblk_cmd_attach(struct sk_buff *skb, struct genl_info *info)
 	struct sk_buff *reply = NULL;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	params = kzalloc(sizeof(*params), GFP_KERNEL);
 	if (!params)
 		return -ENOMEM;
@@ -931,6 +974,9 @@ static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 	u32 detached;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_DISK]) {
 		NL_SET_ERR_MSG(info->extack, "name the device to detach (netblkN), or all");
 		return -EINVAL;
@@ -998,16 +1044,19 @@ static int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info)
 	return err;
 }
 
+/*
+ * START, STOP, ATTACH and DETACH check CAP_SYS_ADMIN and CAP_NET_ADMIN
+ * themselves (netblk_genl_admin), to say which is missing; the rest need
+ * CAP_NET_ADMIN.
+ */
 static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_START,
 		.doit = netblk_cmd_start,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		.cmd = NETBLK_CMD_STOP,
 		.doit = netblk_cmd_stop,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		/* device paths, addresses and allowlists are not for every user */
@@ -1018,12 +1067,10 @@ static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_ATTACH,
 		.doit = netblk_cmd_attach,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		.cmd = NETBLK_CMD_DETACH,
 		.doit = netblk_cmd_detach,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		.cmd = NETBLK_CMD_ATTACHED,
@@ -1031,6 +1078,13 @@ static const struct genl_ops netblk_ops[] = {
 		.flags = GENL_ADMIN_PERM,
 	},
 	{
+		/*
+		 * It only says that the NIC's program is there again, so that
+		 * its waiting instances serve: a false one makes them serve a
+		 * NIC that steers nothing to them -- what CAP_NET_ADMIN can do
+		 * anyway by taking the program off.  Adding the program is what
+		 * takes more (CAP_BPF), in netblkctl.
+		 */
 		.cmd = NETBLK_CMD_XDP_READY,
 		.doit = netblk_cmd_xdp_ready,
 		.flags = GENL_ADMIN_PERM,

@@ -16,12 +16,18 @@ from pathlib import Path
 import pytest
 
 from guest import kernel_trouble, multibuffer_xdp
-from nbtest import ctl, instances, refused, start  # noqa: F401
+from nbtest import ctl, host_elf, instances, refused, start  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
 import netblk as nbc  # noqa: E402
+from netblk_fake import FakeServer  # noqa: E402
 
 GUEST_FORWARDS = [7000]	# the data path after a start on a down NIC
+# util-linux's setpriv (busybox's cannot set the bounding set): netblkctl
+# run with CAP_NET_ADMIN and nothing else
+_SETPRIV = host_elf("setpriv")
+GUEST_OPTIONS = {"extra_programs": {"/usr/sbin/setpriv-util": _SETPRIV} if _SETPRIV else {}}
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -449,6 +455,66 @@ def test_unprivileged(netblk):
         assert rc != 0 and re.search(r"not permitted|CAP_NET_ADMIN|root", out), (cmd, out)
         assert "/dev/" not in out, out
     assert json.loads(g.check("netblkctl list --json"))[0]["port"] == 7000
+
+
+# ---- privilege and the client's attach (netblk_fake.py on the host) --------
+# The guest reaches this host as 10.0.2.2 through QEMU's user network, which
+# hands its datagrams to 127.0.0.1, where a FakeServer listens.
+HOST = "10.0.2.2"
+# netblkctl with CAP_NET_ADMIN only: what a packet capture is given
+NET_ADMIN_ONLY = "setpriv-util --bounding-set=-all,+net_admin --inh-caps=-all,+net_admin netblkctl"
+
+
+def fake_server(**kw):
+    """A fake instance on the host; zeroes, so the partition scan finds nothing."""
+    return FakeServer(size=16 << 20, fill=bytes(4096), **kw)
+
+
+def attached_disks(g):
+    return [d["disk"] for d in json.loads(g.check("netblkctl list --attached --json"))]
+
+
+def detach_all(g):
+    g.run("netblkctl detach all --force", timeout=120)
+
+
+def test_exporting_and_attaching_need_cap_sys_admin(netblk):
+    """CAP_NET_ADMIN -- what a packet capture is given -- lists; starting,
+    stopping, attaching and detaching need CAP_SYS_ADMIN too, as nbd's
+    connect does: they export a disk to the network, or give udev, blkid and
+    LVM a partition table the remote side wrote.  The refusal is the
+    kernel's, naming the capability that is missing."""
+    g = netblk
+    assert _SETPRIV, "no setpriv on this host (util-linux) to copy into the guest"
+    start(g, P1, 7000)
+    srv = fake_server().start()
+    try:
+        out = g.check(f"netblkctl attach {HOST} {srv.port}", timeout=60)
+        assert "/dev/netblk0" in out, out
+        caps = g.check(NET_ADMIN_ONLY.replace("netblkctl", "cat /proc/self/status"))
+        assert re.search(r"^CapEff:\s*0*1000$", caps, re.M), caps	# CAP_NET_ADMIN alone
+        got, want = {}, {}
+        for args in (f"start {P2} 7001 ro", "stop 7000", "stop all", f"attach {HOST} {srv.port}",
+                     "detach netblk0", "detach all --force"):
+            got[args] = g.run(f"{NET_ADMIN_ONLY} {args} 2>&1")
+            want[args] = (1, f"netblkctl: {args.split()[0]} needs CAP_SYS_ADMIN and CAP_NET_ADMIN: "
+                             f"the caller lacks CAP_SYS_ADMIN\n")
+        assert got == want
+        assert set(instances(g)) == {7000}
+        assert attached_disks(g) == ["netblk0"]
+        # LIST stays at CAP_NET_ADMIN: paths and addresses, not the disks
+        rc, out = g.run(f"{NET_ADMIN_ONLY} list --json")
+        assert rc == 0 and [i["port"] for i in json.loads(out)] == [7000], out
+        rc, out = g.run(f"{NET_ADMIN_ONLY} list --attached --json")
+        assert rc == 0 and [d["disk"] for d in json.loads(out)] == ["netblk0"], out
+        # without CAP_NET_ADMIN either: both named
+        rc, out = g.run("su -s /bin/sh nobody -c 'netblkctl detach netblk0' 2>&1")
+        assert rc == 1 and out == ("netblkctl: detach needs CAP_SYS_ADMIN and CAP_NET_ADMIN: "
+                                   "the caller lacks both\n"), out
+        assert ctl(g, "detach", "netblk0")[0] == 0
+    finally:
+        detach_all(g)
+        srv.stop()
 
 
 # ---- instances end by themselves (kmod/uapi/netblk_genl.h: stop reasons) ---
