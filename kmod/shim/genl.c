@@ -2,6 +2,12 @@
 /*
  * The "netblk" generic netlink family: START, STOP, LIST and the "events"
  * multicast group.  The contract is uapi/netblk_genl.h.
+ *
+ * The family's ops run in parallel (parallel_ops): genl_mutex, which every
+ * family without it shares (nl80211, team, ...), is never held while an
+ * attach waits for the network or a stop for a disk.  Each handler takes
+ * netblk_lock itself, and only around what it changes or reads: none waits
+ * for the network or a disk under it.
  */
 #include "netblk.h"
 #include "compat.h"
@@ -917,18 +923,14 @@ static int netblk_cmd_attach(struct sk_buff *skb, struct genl_info *info)
 	if (!reply)
 		goto out;
 
-	mutex_lock(&netblk_lock);
-	if (netblk_unloading) {
-		mutex_unlock(&netblk_lock);
-		NL_SET_ERR_MSG(info->extack, "netblk is being unloaded");
-		err = -ESHUTDOWN;
-		goto out;
-	}
+	/* it waits for the server: it takes netblk_lock only around the list */
 	err = netblk_host_attach(params, genl_info_net(info), info->extack, &att);
-	if (!err)
+	if (!err) {
+		/* what it says is fixed once attached: our reference is enough */
 		err = netblk_fill_attachment(reply, att, info->snd_portid, info->snd_seq, 0,
 					     NETBLK_CMD_ATTACH, false);
-	mutex_unlock(&netblk_lock);
+		netblk_host_put(att);
+	}
 	if (!err) {
 		err = genlmsg_reply(reply, info);
 		reply = NULL;
@@ -939,19 +941,31 @@ out:
 	return err;
 }
 
-static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detached)
+/*
+ * Detach what a DETACH names, under netblk_lock, adding to *@detached.  An
+ * attach in progress is given up instead (its attacher undoes it): the
+ * first such one is returned in *@attaching, for the caller to wait for
+ * without the lock (netblk_host_wait_undone) -- and, for all, to look again.
+ */
+static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detached,
+				 struct netblk_attachment **attaching)
 {
 	struct netblk_attachment *att, *next;
 	char name[DISK_NAME_LEN];
 	int err;
 
-	*detached = 0;
+	lockdep_assert_held(&netblk_lock);
+	*attaching = NULL;
 	if (info->attrs[NETBLK_A_ALL]) {
 		list_for_each_entry_safe(att, next, &netblk_attachments, node) {
-			err = netblk_host_detach(att, force, info->extack);
+			bool attached = att->state == NETBLK_HOST_ATTACHED;
+
+			if (!attached && *attaching)
+				continue;	/* the next round's */
+			err = netblk_host_detach(att, force, info->extack, attaching);
 			if (err)
 				return err;
-			(*detached)++;
+			*detached += attached;
 		}
 		return 0;
 	}
@@ -962,16 +976,18 @@ static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detach
 				   name);
 		return -ENOENT;
 	}
-	err = netblk_host_detach(att, force, info->extack);
-	if (!err)
-		*detached = 1;
+	err = netblk_host_detach(att, force, info->extack, attaching);
+	if (!err && !*attaching)
+		(*detached)++;	/* a given-up attach is counted once undone */
 	return err;
 }
 
 static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 {
+	bool force = nla_get_flag(info->attrs[NETBLK_A_FORCE]);
+	struct netblk_attachment *attaching;
 	struct sk_buff *reply;
-	u32 detached;
+	u32 detached = 0;
 	int err;
 
 	err = netblk_genl_admin(skb, info);
@@ -984,9 +1000,15 @@ static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!reply)
 		return -ENOMEM;
-	mutex_lock(&netblk_lock);
-	err = netblk_detach_targets(info, nla_get_flag(info->attrs[NETBLK_A_FORCE]), &detached);
-	mutex_unlock(&netblk_lock);
+	do {
+		mutex_lock(&netblk_lock);
+		err = netblk_detach_targets(info, force, &detached, &attaching);
+		mutex_unlock(&netblk_lock);
+		if (attaching) {
+			netblk_host_wait_undone(attaching);
+			detached++;
+		}
+	} while (!err && attaching && info->attrs[NETBLK_A_ALL]);
 	if (err) {
 		nlmsg_free(reply);
 		return err;
@@ -1003,6 +1025,8 @@ static int netblk_dump_attached(struct sk_buff *skb, struct netlink_callback *cb
 
 	mutex_lock(&netblk_lock);
 	list_for_each_entry(att, &netblk_attachments, node) {
+		if (att->state != NETBLK_HOST_ATTACHED)
+			continue;	/* half made: listed once attached */
 		if (index++ < skip)
 			continue;
 		err = netblk_fill_attachment(skb, att, NETLINK_CB(cb->skb).portid,
@@ -1097,6 +1121,7 @@ static struct genl_family netblk_family __ro_after_init = {
 	.maxattr = NETBLK_A_MAX,
 	.policy = netblk_policy,
 	.netnsok = false,
+	.parallel_ops = true,	/* every handler takes netblk_lock itself */
 	.module = THIS_MODULE,
 	.ops = netblk_ops,
 	.n_ops = ARRAY_SIZE(netblk_ops),

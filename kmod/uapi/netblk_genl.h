@@ -33,12 +33,16 @@
  *                               ADDR, PORT, [IFNAME], [READ_ONLY],
  *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY]
  *        the block-device client: opens a session with the instance at
- *        ADDR:PORT, asks INFO, and makes /dev/netblkN of it.  reply: one
- *        NETBLK_CMD_ATTACH message describing it (as an ATTACHED entry).
+ *        ADDR:PORT, asks INFO (5 s at most), and makes /dev/netblkN of it,
+ *        whose partition table the kernel reads: a READ unanswered for
+ *        15 s (or TIMEOUT_MS, when shorter) fails the attach (ETIMEDOUT).
+ *        reply: one NETBLK_CMD_ATTACH message describing it (as an
+ *        ATTACHED entry).  Other commands go on meanwhile.
  * DETACH (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN) DISK, or ALL; [FORCE]
  *        refused (EBUSY) while the disk is open unless FORCE, which fails
- *        its outstanding I/O.  reply: NETBLK_CMD_DETACH with STOPPED (u32:
- *        how many were detached).
+ *        its outstanding I/O.  An attach still in progress is given up
+ *        (it fails ECANCELED) and counted.  reply: NETBLK_CMD_DETACH with
+ *        STOPPED (u32: how many were detached).
  * ATTACHED (dumpit, CAP_NET_ADMIN) one message per attached device, with
  *                               HOST_STATS.
  *
