@@ -177,7 +177,8 @@ E2E_MODULES := $(foreach k,$(KERNELS),$(if $(filter 6.12,$(k)),bench-module,modu
 #  - 6.1 (kmod/shim/compat.h: bdev open without holder ops, the extack
 #    ring, no frag sends, alloc_disk, polled queues): the data path, the
 #    control plane's refusals and stops, a removed disk found by the reaper,
-#    polled completions, the remote host's attach, mkfs and rmmod.
+#    polled completions, the remote host's attach, mkfs and rmmod, an attach
+#    that hangs while other commands go on (parallel handlers, the extack ring).
 E2E ?= subsets
 ifneq ($(filter-out subsets all,$(E2E)),)
 $(error E2E=$(E2E): subsets (the default: the whole suite on 6.12 with virtio-net, a share elsewhere) or all (the whole suite everywhere))
@@ -191,7 +192,7 @@ E2E_TESTS_6.1_virtio := tests/e2e/test_datapath.py tests/e2e/test_control_plane.
 	tests/e2e/test_polled.py tests/e2e/test_link.py \
 	-k "test_datapath or test_polled or refused or refusal_messages or \
 	start_list_stop or nic_down_stops or device_removed or rmmod_with or \
-	without_a_copy or attach_mkfs or rmmod_detaches"
+	without_a_copy or attach_mkfs or rmmod_detaches or holds_up_nothing"
 e2e_tests = $(if $(filter all,$(E2E)),tests/e2e,$(or $(E2E_TESTS_$(1)_$(2)),tests/e2e))
 
 e2e: $(E2E_MODULES) netblkctl load
@@ -203,7 +204,7 @@ e2e: $(E2E_MODULES) netblkctl load
 # The e2e suite on the arm64 guest (NETBLK_ARCH=arm64, ci/guest.py): the
 # cross-built module and tools, and the guest's arm64 programs from Debian's
 # packages (ci/fetch-sysroot.sh, build/sysroot-arm64), virtio-net only.
-ARM64_GUEST_PKGS := iproute2 bpftool xdp-tools ethtool dmsetup e2fsprogs fio mdadm
+ARM64_GUEST_PKGS := iproute2 bpftool xdp-tools ethtool dmsetup e2fsprogs fio mdadm util-linux
 
 # ARM64_TESTS: what pytest runs there (the whole suite by default).  CI runs
 # ARM64_SUBSET, which fits beside the x86 suites: start/stop, the data path

@@ -8,7 +8,7 @@ PKGS=(
 	qemu-system-x86 busybox-static cpio kmod xz-utils gdisk e2fsprogs
 	python3-pytest libmnl-dev libgtest-dev g++ gcc-12 g++-12 make clang llvm libbpf-dev bpftool
 	dwarves libelf-dev fio nbd-server ethtool dmsetup linux-perf mdadm iproute2 scdoc
-	libmicrohttpd-dev prometheus libxdp-dev xdp-tools
+	libmicrohttpd-dev prometheus libxdp-dev xdp-tools util-linux
 )
 
 [ $# -eq 0 ] || PKGS=("$@")

@@ -4,7 +4,8 @@
  * session, asks INFO and only then makes /dev/netblkN with INFO's limits;
  * DETACH (or rmmod) undoes it in reverse.  The list of attachments and
  * every change to it are under netblk_lock (shim/netblk.h), as the
- * instances' are.
+ * instances' are; an attach waits for its server without it, on the list
+ * as ATTACHING so that detach and rmmod can give it up.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -64,46 +65,6 @@ static enum hrtimer_restart netblk_host_timer_fn(struct hrtimer *timer)
 
 /* ---- attach ---- */
 
-static int netblk_host_wait_info(struct netblk_attachment *att, struct netlink_ext_ack *extack)
-{
-	const struct netblk_attach_params *p = &att->params;
-	long left = wait_for_completion_killable_timeout(&att->info_done, NETBLK_HOST_INFO_WAIT);
-	int err;
-
-	if (left < 0)
-		return left;	/* killed */
-	if (!left) {
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u did not answer INFO in %d s: is an instance started on that port?",
-				   &p->addr, p->port, NETBLK_HOST_INFO_WAIT / HZ);
-		return -ETIMEDOUT;
-	}
-	spin_lock_bh(&att->lock);
-	err = att->info_status;
-	if (!err)
-		err = netblk_host_core_info(att->core, &att->info);
-	spin_unlock_bh(&att->lock);
-
-	switch (err) {
-	case 0:
-		break;
-	case -EKEYREJECTED:
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: its key (or auth= mode) is not this one",
-				   &p->addr, p->port);
-		break;
-	case -EUSERS:
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: it holds as many as it can (its sessions=)",
-				   &p->addr, p->port);
-		break;
-	case -EPROTO:
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u answered an INFO no instance serves", &p->addr,
-				   p->port);
-		break;
-	default:
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused INFO (errno %d)", &p->addr, p->port, -err);
-	}
-	return err;
-}
-
 static int netblk_host_core_start(struct netblk_attachment *att)
 {
 	struct netblk_host_config cfg = {
@@ -121,15 +82,30 @@ static int netblk_host_core_start(struct netblk_attachment *att)
 	return netblk_host_core_create(&cfg, &att->core);
 }
 
+static void netblk_host_release(struct kref *ref)
+{
+	/* its params hold the key */
+	kfree_sensitive(container_of(ref, struct netblk_attachment, ref));
+}
+
+void netblk_host_put(struct netblk_attachment *att)
+{
+	kref_put(&att->ref, netblk_host_release);
+}
+
+/* What it holds; the memory goes with the last reference (netblk_host_put). */
 static void netblk_host_free(struct netblk_attachment *att)
 {
 	netblk_host_core_destroy(att->core);
+	att->core = NULL;
 	page_frag_cache_drain(&att->frags);
 	kvfree(att->tx);
+	att->tx = NULL;
 	kvfree(att->pending);
+	att->pending = NULL;
 	if (att->index >= 0)
 		ida_free(&netblk_host_ida, att->index);
-	kfree_sensitive(att);	/* its params hold the key */
+	att->index = -1;
 }
 
 /* Stop everything that calls into the core: answers, the timer, the sender. */
@@ -154,16 +130,121 @@ static void netblk_host_fail_all(struct netblk_attachment *att)
 	netblk_host_end_done(att);
 }
 
-int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
-		       struct netlink_ext_ack *extack, struct netblk_attachment **out)
+/* Seconds a request may go unanswered while attaching: timeout= where shorter than ours. */
+static unsigned int netblk_host_attach_io_wait_s(const struct netblk_attachment *att)
+{
+	unsigned int own = NETBLK_HOST_ATTACH_IO_WAIT / HZ;
+
+	if (att->params.timeout_ms && att->params.timeout_ms < own * MSEC_PER_SEC)
+		return DIV_ROUND_UP(att->params.timeout_ms, MSEC_PER_SEC);
+	return own;
+}
+
+/* Why the attach was given up, in the extack; the errno to return. */
+static int netblk_host_abort_error(const struct netblk_attachment *att,
+				   enum netblk_host_abort why, struct netlink_ext_ack *extack)
+{
+	const struct netblk_attach_params *p = &att->params;
+	unsigned int wait = netblk_host_attach_io_wait_s(att);
+
+	switch (why) {
+	case NETBLK_HOST_DETACHED:
+		NL_SET_ERR_MSG_FMT(extack, "/dev/%s was detached while it attached", att->name);
+		return -ECANCELED;
+	case NETBLK_HOST_UNLOADING:
+		NL_SET_ERR_MSG(extack, "netblk is being unloaded");
+		return -ESHUTDOWN;
+	default:
+		pr_warn("%s: %pI4:%u answered INFO but not the READs of the partition scan in %u s: its replies may be larger than the path carries (its mtu=), or its disk does not answer; not attached\n",
+			att->name, &p->addr, p->port, wait);
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u answered INFO but no READ in %u s (path MTU? its disk?)",
+				   &p->addr, p->port, wait);
+		return -ETIMEDOUT;
+	}
+}
+
+/*
+ * Give up attaching @att for @why: its INFO wait ends, the requests it has
+ * outstanding (the partition scan's) fail EIO and new ones fail at once, so
+ * that add_disk() returns; its attacher then undoes it.  Any context but a
+ * softirq.  False when it is attached already.
+ */
+bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why)
+{
+	bool attaching;
+
+	spin_lock_bh(&att->lock);
+	attaching = att->attaching;
+	if (attaching) {
+		if (!att->abort)
+			att->abort = why;
+		att->dead = true;
+	}
+	spin_unlock_bh(&att->lock);
+	if (!attaching)
+		return false;
+	netblk_host_fail_all(att);
+	complete(&att->info_done);
+	return true;
+}
+
+static int netblk_host_wait_info(struct netblk_attachment *att, struct netlink_ext_ack *extack)
+{
+	const struct netblk_attach_params *p = &att->params;
+	long left = wait_for_completion_killable_timeout(&att->info_done, NETBLK_HOST_INFO_WAIT);
+	enum netblk_host_abort why;
+	int err;
+
+	if (left < 0)
+		return left;	/* killed */
+	spin_lock_bh(&att->lock);
+	why = att->abort;
+	err = left ? att->info_status : -ETIMEDOUT;
+	if (!why && !err)
+		err = netblk_host_core_info(att->core, &att->info);
+	spin_unlock_bh(&att->lock);
+	if (why)
+		return netblk_host_abort_error(att, why, extack);
+
+	switch (err) {
+	case 0:
+		break;
+	case -ETIMEDOUT:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u did not answer INFO in %d s: is an instance started on that port?",
+				   &p->addr, p->port, NETBLK_HOST_INFO_WAIT / HZ);
+		break;
+	case -EKEYREJECTED:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: its key (or auth= mode) is not this one",
+				   &p->addr, p->port);
+		break;
+	case -EUSERS:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused the session: it holds as many as it can (its sessions=)",
+				   &p->addr, p->port);
+		break;
+	case -EPROTO:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u answered an INFO no instance serves", &p->addr,
+				   p->port);
+		break;
+	default:
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u refused INFO (errno %d)", &p->addr, p->port, -err);
+	}
+	return err;
+}
+
+/* Everything but the network: the core, its rings, /dev/netblkN's number. */
+static struct netblk_attachment *netblk_host_alloc(const struct netblk_attach_params *p,
+						   struct netlink_ext_ack *extack)
 {
 	struct netblk_attachment *att;
 	int err;
 
-	lockdep_assert_held(&netblk_lock);
 	att = kzalloc(sizeof(*att), GFP_KERNEL);
 	if (!att)
-		return -ENOMEM;
+		return ERR_PTR(-ENOMEM);
+	kref_init(&att->ref);
+	init_completion(&att->settled);
+	att->state = NETBLK_HOST_ATTACHING;
+	att->attaching = true;
 	att->params = *p;
 	att->index = -1;
 	spin_lock_init(&att->lock);
@@ -191,50 +272,200 @@ int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
 	err = netblk_host_core_start(att);
 	if (err)
 		goto free;
-	err = netblk_host_socket_open(att, net, extack);
-	if (err)
-		goto free;
+	return att;
 
+free:
+	netblk_host_free(att);
+	netblk_host_put(att);
+	return ERR_PTR(err);
+}
+
+/* On the list, ATTACHING: detach and rmmod find it from here on. */
+static int netblk_host_reserve(struct netblk_attachment *att, struct netlink_ext_ack *extack)
+{
+	mutex_lock(&netblk_lock);
+	if (netblk_unloading) {
+		mutex_unlock(&netblk_lock);
+		NL_SET_ERR_MSG(extack, "netblk is being unloaded");
+		return -ESHUTDOWN;
+	}
+	list_add_tail(&att->node, &netblk_attachments);
+	mutex_unlock(&netblk_lock);
+	return 0;
+}
+
+/* A session with the instance, and its INFO: waits up to NETBLK_HOST_INFO_WAIT. */
+static int netblk_host_connect(struct netblk_attachment *att, struct net *net,
+			       struct netlink_ext_ack *extack)
+{
+	int err = netblk_host_socket_open(att, net, extack);
+
+	if (err)
+		return err;
 	spin_lock_bh(&att->lock);
 	netblk_host_core_connect(att->core, att->info_tag, ktime_get_ns());
 	netblk_host_arm_timer(att);
 	spin_unlock_bh(&att->lock);
 	netblk_host_send_pending(att);
+	return netblk_host_wait_info(att, extack);
+}
 
-	err = netblk_host_wait_info(att, extack);
-	if (err)
-		goto quiesce;
-	if (att->info.read_only && !att->params.read_only) {
+/*
+ * /dev/netblkN, with INFO's limits.  add_disk() reads the partition table:
+ * a READ not answered in NETBLK_HOST_ATTACH_IO_WAIT fails it and the attach
+ * (blk.c's timeout), and so does one the core gives up (timeout=).
+ */
+static int netblk_host_make_disk(struct netblk_attachment *att, struct netlink_ext_ack *extack)
+{
+	const struct netblk_attach_params *p = &att->params;
+	int err;
+
+	if (att->info.read_only && !p->read_only) {
 		pr_info("%pI4:%u serves read-only: %s is read-only\n", &p->addr, p->port, att->name);
 		att->params.read_only = true;
 	}
 	err = netblk_host_disk_create(att, netblk_host_major);
-	if (err) {
+	if (err)
 		NL_SET_ERR_MSG_FMT(extack, "cannot create the block device (%d)", err);
-		goto quiesce;
+	return err;
+}
+
+/* Whether the core gave the instance up for silent (timeout=) while attaching. */
+static bool netblk_host_gave_up(struct netblk_attachment *att)
+{
+	struct netblk_host_stats stats;
+
+	lockdep_assert_held(&att->lock);
+	netblk_host_core_read_stats(att->core, &stats);
+	return stats.outages;
+}
+
+/*
+ * ATTACHED, unless it was given up meanwhile; the caller gets a reference
+ * of its own, the attacher's becomes the list's.
+ */
+static int netblk_host_commit(struct netblk_attachment *att, struct netlink_ext_ack *extack)
+{
+	enum netblk_host_abort why;
+
+	mutex_lock(&netblk_lock);
+	spin_lock_bh(&att->lock);
+	why = att->abort;
+	if (!why && netblk_host_gave_up(att))
+		why = NETBLK_HOST_NO_ANSWER;
+	if (!why)
+		att->attaching = false;
+	spin_unlock_bh(&att->lock);
+	if (why) {
+		mutex_unlock(&netblk_lock);
+		return netblk_host_abort_error(att, why, extack);
 	}
+	att->state = NETBLK_HOST_ATTACHED;
 	att->attached_ns = ktime_get_boottime_ns();
-	list_add_tail(&att->node, &netblk_attachments);
+	kref_get(&att->ref);
+	complete_all(&att->settled);
+	mutex_unlock(&netblk_lock);
+	return 0;
+}
+
+/*
+ * Undo an attach that failed, everything in reverse.  It stays on the list
+ * until it is undone, so that rmmod finds it and waits (settled) before it
+ * takes away what this uses; given up by no one from here on (under
+ * netblk_lock: a give-up under it is over, and blk-mq's timeout ends with
+ * the disk, before the core goes).
+ */
+static void netblk_host_undo(struct netblk_attachment *att)
+{
+	mutex_lock(&netblk_lock);
+	spin_lock_bh(&att->lock);
+	att->attaching = false;
+	spin_unlock_bh(&att->lock);
+	mutex_unlock(&netblk_lock);
+
+	netblk_host_quiesce(att);
+	netblk_host_fail_all(att);
+	netblk_host_disk_remove(att);
+	netblk_host_free(att);
+
+	mutex_lock(&netblk_lock);
+	list_del(&att->node);
+	mutex_unlock(&netblk_lock);
+	complete_all(&att->settled);
+	netblk_host_put(att);
+}
+
+/*
+ * ATTACH: reserve the attachment on the list (ATTACHING), then without
+ * netblk_lock -- nothing else waits for this one's server -- a session,
+ * INFO and the disk; ATTACHED last.  *@out holds a reference for the caller
+ * (netblk_host_put).
+ */
+int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
+		       struct netlink_ext_ack *extack, struct netblk_attachment **out)
+{
+	struct netblk_attachment *att;
+	int err;
+
+	att = netblk_host_alloc(p, extack);
+	if (IS_ERR(att))
+		return PTR_ERR(att);
+	err = netblk_host_reserve(att, extack);
+	if (err) {
+		netblk_host_free(att);
+		netblk_host_put(att);
+		return err;
+	}
+	err = netblk_host_connect(att, net, extack);
+	if (!err)
+		err = netblk_host_make_disk(att, extack);
+	if (!err)
+		err = netblk_host_commit(att, extack);
+	if (err) {
+		netblk_host_undo(att);
+		return err;
+	}
 	pr_info("/dev/%s is %pI4:%u (%llu MiB, %s), %u bytes a datagram\n", att->name,
 		&p->addr, p->port, att->info.size_bytes >> 20,
 		att->params.read_only ? "read-only" : "read-write", att->info.max_io);
 	*out = att;
 	return 0;
-
-quiesce:
-	netblk_host_quiesce(att);
-	netblk_host_fail_all(att);
-free:
-	netblk_host_free(att);
-	return err;
 }
 
 /* ---- detach ---- */
 
+/*
+ * An ATTACHING one is given up for @why (its attacher undoes it) and
+ * returned in *@attaching with a reference, to wait for without the lock
+ * (netblk_host_wait_undone).
+ */
+static void netblk_host_cancel(struct netblk_attachment *att, enum netblk_host_abort why,
+			       struct netblk_attachment **attaching)
+{
+	netblk_host_give_up(att, why);
+	kref_get(&att->ref);
+	*attaching = att;
+}
+
+void netblk_host_wait_undone(struct netblk_attachment *att)
+{
+	wait_for_completion(&att->settled);
+	netblk_host_put(att);
+}
+
+/*
+ * Detach @att; one still attaching is given up instead, and *@attaching
+ * set (netblk_host_cancel).
+ */
 int netblk_host_detach(struct netblk_attachment *att, bool force,
-		       struct netlink_ext_ack *extack)
+		       struct netlink_ext_ack *extack, struct netblk_attachment **attaching)
 {
 	lockdep_assert_held(&netblk_lock);
+	if (att->state == NETBLK_HOST_ATTACHING) {
+		netblk_host_cancel(att, netblk_unloading ? NETBLK_HOST_UNLOADING :
+							   NETBLK_HOST_DETACHED, attaching);
+		return 0;
+	}
 	if (!force && netblk_host_disk_open(att)) {
 		NL_SET_ERR_MSG_FMT(extack, "/dev/%s is open (mounted, or in use): unmount it, or detach --force",
 				   att->name);
@@ -251,6 +482,7 @@ int netblk_host_detach(struct netblk_attachment *att, bool force,
 	netblk_host_disk_remove(att);
 	pr_info("/dev/%s (%pI4:%u) detached\n", att->name, &att->params.addr, att->params.port);
 	netblk_host_free(att);
+	netblk_host_put(att);	/* the list's */
 	return 0;
 }
 
@@ -267,14 +499,23 @@ struct netblk_attachment *netblk_host_find(const char *name)
 	return NULL;
 }
 
+/* rmmod (netblk_unloading set): every device goes; an attach under way is given up, waited for. */
 void netblk_host_detach_all(void)
 {
-	struct netblk_attachment *att, *next;
+	struct netblk_attachment *att, *next, *attaching;
 
-	mutex_lock(&netblk_lock);
-	list_for_each_entry_safe(att, next, &netblk_attachments, node)
-		netblk_host_detach(att, true, NULL);
-	mutex_unlock(&netblk_lock);
+	do {
+		attaching = NULL;
+		mutex_lock(&netblk_lock);
+		list_for_each_entry_safe(att, next, &netblk_attachments, node) {
+			if (att->state == NETBLK_HOST_ATTACHING && attaching)
+				continue;	/* the next round's */
+			netblk_host_detach(att, true, NULL, &attaching);
+		}
+		mutex_unlock(&netblk_lock);
+		if (attaching)
+			netblk_host_wait_undone(attaching);
+	} while (attaching);
 }
 
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,

@@ -5,9 +5,12 @@
  * block sizes, the largest request (NETBLK_HOST_PIECES datagrams), TRIM
  * and WRITE_ZEROES, the write cache and FUA.
  *
- * blk-mq's own timeout never fails a request: the core resends until the
- * instance answers (or, with timeout=, fails it EIO itself).  queue_rq may
- * sleep (BLK_MQ_F_BLOCKING) because it sends on the socket.
+ * Once attached, blk-mq's own timeout never fails a request: the core
+ * resends until the instance answers (or, with timeout=, fails it EIO
+ * itself).  While attaching -- add_disk() reading the partition table --
+ * it fails them all, and the attach (host.h: NETBLK_HOST_ATTACH_IO_WAIT), as
+ * nvme-tcp fails a timed-out request on a controller not yet live.
+ * queue_rq may sleep (BLK_MQ_F_BLOCKING) because it sends on the socket.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -16,9 +19,6 @@
 #include <linux/module.h>
 
 #include "host.h"
-
-/* blk-mq's timer: only a reminder, the core decides (see above) */
-#define NETBLK_HOST_RQ_TIMEOUT	(30 * HZ)
 
 struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag)
 {
@@ -174,7 +174,12 @@ static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
 
 static enum blk_eh_timer_return netblk_host_timeout(struct request *rq)
 {
-	return BLK_EH_RESET_TIMER;
+	struct netblk_attachment *att = rq->q->queuedata;
+
+	/* attaching: @rq is failed with the rest, and the attach with it */
+	if (netblk_host_give_up(att, NETBLK_HOST_NO_ANSWER))
+		return BLK_EH_DONE;
+	return BLK_EH_RESET_TIMER;	/* attached: the core decides (see above) */
 }
 
 static const struct blk_mq_ops netblk_host_mq_ops = {
@@ -216,7 +221,7 @@ int netblk_host_disk_create(struct netblk_attachment *att, int major)
 	att->tag_set.numa_node = NUMA_NO_NODE;
 	att->tag_set.cmd_size = sizeof(struct netblk_host_cmd);
 	att->tag_set.flags = BLK_MQ_F_SHOULD_MERGE | BLK_MQ_F_BLOCKING;
-	att->tag_set.timeout = NETBLK_HOST_RQ_TIMEOUT;
+	att->tag_set.timeout = NETBLK_HOST_ATTACH_IO_WAIT;
 	att->tag_set.driver_data = att;
 	err = blk_mq_alloc_tag_set(&att->tag_set);
 	if (err)

@@ -5,7 +5,8 @@
  * core (core/host_api.h) holds its session and its datagrams; this holds
  * the kernel objects around it:
  *
- *   attach.c     its life: attach, detach, the list of them (under netblk_lock)
+ *   attach.c     its life: attach, detach, the list of them (under netblk_lock;
+ *                an attach waits for the network without it)
  *   blk.c        the block device: blk-mq requests in, completions out
  *   transport.c  the UDP socket: datagrams out (WRITE data from the
  *                request's pages, not copied), answers in (its softirq)
@@ -20,6 +21,7 @@
 #include <linux/blk-mq.h>
 #include <linux/hrtimer.h>
 #include <linux/if.h>		/* IFNAMSIZ */
+#include <linux/kref.h>
 #include <linux/llist.h>
 #include <linux/mutex.h>
 #include <linux/spinlock.h>
@@ -37,6 +39,14 @@
 #define NETBLK_HOST_PIECES		64
 #define NETBLK_HOST_MINORS		16	/* partitions of a device */
 #define NETBLK_HOST_INFO_WAIT		(5 * HZ)	/* attach gives up on a silent server */
+/*
+ * While attaching, a request not answered in this long -- the partition
+ * scan's READs, which add_disk() waits for -- fails, and so does the
+ * attach: a server that answers INFO and drops the rest (replies larger
+ * than its path carries; a stuck disk behind it) is refused, not waited
+ * for.  Once attached, blk-mq's timer only reminds: the core decides.
+ */
+#define NETBLK_HOST_ATTACH_IO_WAIT	(15 * HZ)
 /* Datagrams recorded and not yet sent: a window's worth, at most the instance's slots. */
 #define NETBLK_HOST_PENDING		512
 /*
@@ -108,8 +118,30 @@ struct netblk_host_cmd {
 	u16 status;		/* 0 or the errno it ended with */
 };
 
+/*
+ * An attachment is on the list from the start of its attach, so that
+ * detach and rmmod find it, but only ATTACHED ones are listed and detached
+ * as devices: an ATTACHING one is given up (netblk_host_give_up), and its
+ * attacher undoes it.
+ */
+enum netblk_host_state {
+	NETBLK_HOST_ATTACHING,
+	NETBLK_HOST_ATTACHED,
+};
+
+/* Why an attach was given up before it was done. */
+enum netblk_host_abort {
+	NETBLK_HOST_NOT_GIVEN_UP,
+	NETBLK_HOST_DETACHED,		/* DETACH named it, or all */
+	NETBLK_HOST_UNLOADING,		/* rmmod */
+	NETBLK_HOST_NO_ANSWER,		/* a request went unanswered (NETBLK_HOST_ATTACH_IO_WAIT) */
+};
+
 struct netblk_attachment {
 	struct list_head node;		/* on netblk_attachments, under netblk_lock */
+	struct kref ref;		/* the attacher's, then the list's; and each waiter's */
+	enum netblk_host_state state;	/* under netblk_lock */
+	struct completion settled;	/* attaching is over: attached, or undone */
 	int index;			/* N of /dev/netblkN */
 	char name[DISK_NAME_LEN];
 	struct netblk_attach_params params;
@@ -122,6 +154,8 @@ struct netblk_attachment {
 	struct netblk_host_pending *pending;	/* a ring of NETBLK_HOST_PENDING */
 	u32 pending_head, pending_count;
 	bool dead;			/* detached: new requests fail */
+	bool attaching;			/* not attached yet: blk-mq's timeout fails the attach */
+	enum netblk_host_abort abort;	/* why the attach was given up */
 	u32 info_tag;			/* the core's tag for INFO: the last one */
 	int info_status;		/* 0, or why INFO failed (negative errno) */
 	struct completion info_done;
@@ -139,11 +173,15 @@ struct netblk_attachment {
 	struct gendisk *disk;
 };
 
-/* attach.c: under netblk_lock */
+/* attach.c: attach without netblk_lock (it takes it); the rest under it */
 int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
 		       struct netlink_ext_ack *extack, struct netblk_attachment **out);
+void netblk_host_put(struct netblk_attachment *att);
 int netblk_host_detach(struct netblk_attachment *att, bool force,
-		       struct netlink_ext_ack *extack);
+		       struct netlink_ext_ack *extack, struct netblk_attachment **attaching);
+/* Without netblk_lock: the given-up attach @att (netblk_host_detach) is undone. */
+void netblk_host_wait_undone(struct netblk_attachment *att);
+bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why);
 struct netblk_attachment *netblk_host_find(const char *name);
 void netblk_host_detach_all(void);
 extern struct list_head netblk_attachments;

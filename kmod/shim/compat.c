@@ -3,7 +3,8 @@
 #include "compat.h"
 
 #ifdef NETBLK_EXTACK_RING
-static char netblk_extack_ring[NETBLK_EXTACK_RING][NETBLK_EXTACK_MSG_LEN];
+/* snprintf writes at most NETBLK_EXTACK_MSG_LEN bytes: the last byte stays NUL */
+static char netblk_extack_ring[NETBLK_EXTACK_RING][NETBLK_EXTACK_MSG_LEN + 1];
 static atomic_t netblk_extack_next = ATOMIC_INIT(0);
 
 char *netblk_extack_buffer(void)

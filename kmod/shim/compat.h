@@ -56,13 +56,17 @@ static inline void netblk_set_netns_immutable(struct net_device *dev)
 /*
  * 6.1's extack has no buffer of its own for a formatted message: it only
  * points at a string, which must outlive the handler (the ack is built after
- * it returns).  The messages are formatted into a small ring (compat.c);
- * netblk's handlers run one at a time under genl_lock, so a buffer is
- * reused only after NETBLK_EXTACK_RING more failed requests, while each
- * ack goes out microseconds after its handler returns.  80 bytes, as
- * NETLINK_MAX_FMTMSG_LEN truncates them on newer kernels.
+ * it returns).  The messages are formatted into a ring (compat.c): a buffer
+ * is reused only after NETBLK_EXTACK_RING more refusals with a formatted
+ * message, while each ack goes out microseconds after its handler returns.
+ * netblk's handlers run in parallel (parallel_ops), but only callers that
+ * passed the capability checks (genl.c; those refusals are fixed strings)
+ * reach a formatted one: a privileged caller with as many in flight at once
+ * could read another's message, never past a buffer (each keeps a NUL
+ * after its 80 bytes).  80 bytes, as NETLINK_MAX_FMTMSG_LEN truncates them
+ * on newer kernels.
  */
-#define NETBLK_EXTACK_RING	16
+#define NETBLK_EXTACK_RING	64
 #define NETBLK_EXTACK_MSG_LEN	80
 char *netblk_extack_buffer(void);
 

@@ -2,6 +2,12 @@
 /*
  * The "netblk" generic netlink family: START, STOP, LIST and the "events"
  * multicast group.  The contract is uapi/netblk_genl.h.
+ *
+ * The family's ops run in parallel (parallel_ops): genl_mutex, which every
+ * family without it shares (nl80211, team, ...), is never held while an
+ * attach waits for the network or a stop for a disk.  Each handler takes
+ * netblk_lock itself, and only around what it changes or reads: none waits
+ * for the network or a disk under it.
  */
 #include "netblk.h"
 #include "compat.h"
@@ -406,6 +412,40 @@ static void netblk_genl_notify_failed(const struct netblk_start_params *p, int e
 
 /* ---- commands ---- */
 
+/*
+ * START and STOP export a block device to the network or take it away,
+ * ATTACH gives udev, blkid and LVM a disk whose partition table the remote
+ * side wrote, DETACH takes a disk from under its users: as privileged as
+ * nbd's connect, CAP_SYS_ADMIN, and CAP_NET_ADMIN as every command.
+ * Checked here rather than by GENL_ADMIN_PERM so that the refusal says
+ * which one the caller lacks.  Fixed strings, not formatted: on 6.1 an
+ * unprivileged caller's refusals must not take compat.h's ring of buffers.
+ */
+#define NETBLK_NEEDS(cmd) {							\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks CAP_SYS_ADMIN",	\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks CAP_NET_ADMIN",	\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks both",		\
+}
+static const char *const netblk_admin_refusals[][3] = {
+	[NETBLK_CMD_START] = NETBLK_NEEDS("start"),
+	[NETBLK_CMD_STOP] = NETBLK_NEEDS("stop"),
+	[NETBLK_CMD_ATTACH] = NETBLK_NEEDS("attach"),
+	[NETBLK_CMD_DETACH] = NETBLK_NEEDS("detach"),
+};
+
+static int netblk_genl_admin(struct sk_buff *skb, struct genl_info *info)
+{
+	bool sys = netlink_capable(skb, CAP_SYS_ADMIN);
+	bool net = netlink_capable(skb, CAP_NET_ADMIN);
+	u8 cmd = info->genlhdr->cmd;
+
+	if (sys && net)
+		return 0;
+	if (info->extack && cmd < ARRAY_SIZE(netblk_admin_refusals))
+		info->extack->_msg = netblk_admin_refusals[cmd][!sys && !net ? 2 : !net];
+	return -EPERM;
+}
+
 /* ALLOW: the prefixes, checked further by the instance (instance.c). */
 static int netblk_parse_allow(struct genl_info *info, struct netblk_start_params *p)
 {
@@ -495,6 +535,9 @@ static int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	struct sk_buff *reply = NULL;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	params = kzalloc(sizeof(*params), GFP_KERNEL);
 	if (!params)
 		return -ENOMEM;
@@ -562,6 +605,20 @@ static struct netblk_instance **netblk_stop_targets(struct genl_info *info, u32 
 }
 
 /*
+ * The reaper may release the instance (its core with it) as soon as its
+ * drain ends, which may be right after the wait gave up: look at the core
+ * under netblk_lock, where release cannot run, and only if not released.
+ */
+static void netblk_warn_unload_wait(struct netblk_instance *inst)
+{
+	mutex_lock(&netblk_lock);
+	if (!inst->finished)
+		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
+			netblk_core_at_disk(inst->core), inst->device);
+	mutex_unlock(&netblk_lock);
+}
+
+/*
  * Stop what a STOP names (every instance for rmmod, @info NULL): take their
  * ports away at once, then wait for their disks without netblk_lock --
  * @timeout jiffies in all, or as long as it takes for rmmod -- and release
@@ -594,9 +651,7 @@ static int netblk_stop_instances(struct genl_info *info, enum netblk_stop_reason
 		}
 		/* rmmod: the disk may not be left with our bios; say what it waits for */
 		while (!netblk_instance_wait(insts[i], 10 * HZ))
-			pr_warn("unloading waits for port %u: %u requests still at %s\n",
-				insts[i]->port, netblk_core_at_disk(insts[i]->core),
-				insts[i]->device);
+			netblk_warn_unload_wait(insts[i]);
 	}
 
 	mutex_lock(&netblk_lock);
@@ -646,6 +701,9 @@ static int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 	struct sk_buff *reply;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_PORT]) {
 		NL_SET_ERR_MSG(info->extack, "name the instance to stop by its port, or all");
 		return -EINVAL;
@@ -869,6 +927,9 @@ static int netblk_cmd_attach(struct sk_buff *skb, struct genl_info *info)
 	struct sk_buff *reply = NULL;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	params = kzalloc(sizeof(*params), GFP_KERNEL);
 	if (!params)
 		return -ENOMEM;
@@ -880,18 +941,14 @@ static int netblk_cmd_attach(struct sk_buff *skb, struct genl_info *info)
 	if (!reply)
 		goto out;
 
-	mutex_lock(&netblk_lock);
-	if (netblk_unloading) {
-		mutex_unlock(&netblk_lock);
-		NL_SET_ERR_MSG(info->extack, "netblk is being unloaded");
-		err = -ESHUTDOWN;
-		goto out;
-	}
+	/* it waits for the server: it takes netblk_lock only around the list */
 	err = netblk_host_attach(params, genl_info_net(info), info->extack, &att);
-	if (!err)
+	if (!err) {
+		/* what it says is fixed once attached: our reference is enough */
 		err = netblk_fill_attachment(reply, att, info->snd_portid, info->snd_seq, 0,
 					     NETBLK_CMD_ATTACH, false);
-	mutex_unlock(&netblk_lock);
+		netblk_host_put(att);
+	}
 	if (!err) {
 		err = genlmsg_reply(reply, info);
 		reply = NULL;
@@ -902,19 +959,31 @@ out:
 	return err;
 }
 
-static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detached)
+/*
+ * Detach what a DETACH names, under netblk_lock, adding to *@detached.  An
+ * attach in progress is given up instead (its attacher undoes it): the
+ * first such one is returned in *@attaching, for the caller to wait for
+ * without the lock (netblk_host_wait_undone) -- and, for all, to look again.
+ */
+static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detached,
+				 struct netblk_attachment **attaching)
 {
 	struct netblk_attachment *att, *next;
 	char name[DISK_NAME_LEN];
 	int err;
 
-	*detached = 0;
+	lockdep_assert_held(&netblk_lock);
+	*attaching = NULL;
 	if (info->attrs[NETBLK_A_ALL]) {
 		list_for_each_entry_safe(att, next, &netblk_attachments, node) {
-			err = netblk_host_detach(att, force, info->extack);
+			bool attached = att->state == NETBLK_HOST_ATTACHED;
+
+			if (!attached && *attaching)
+				continue;	/* the next round's */
+			err = netblk_host_detach(att, force, info->extack, attaching);
 			if (err)
 				return err;
-			(*detached)++;
+			*detached += attached;
 		}
 		return 0;
 	}
@@ -925,18 +994,23 @@ static int netblk_detach_targets(struct genl_info *info, bool force, u32 *detach
 				   name);
 		return -ENOENT;
 	}
-	err = netblk_host_detach(att, force, info->extack);
-	if (!err)
-		*detached = 1;
+	err = netblk_host_detach(att, force, info->extack, attaching);
+	if (!err && !*attaching)
+		(*detached)++;	/* a given-up attach is counted once undone */
 	return err;
 }
 
 static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 {
+	bool force = nla_get_flag(info->attrs[NETBLK_A_FORCE]);
+	struct netblk_attachment *attaching;
 	struct sk_buff *reply;
-	u32 detached;
+	u32 detached = 0;
 	int err;
 
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
 	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_DISK]) {
 		NL_SET_ERR_MSG(info->extack, "name the device to detach (netblkN), or all");
 		return -EINVAL;
@@ -944,9 +1018,15 @@ static int netblk_cmd_detach(struct sk_buff *skb, struct genl_info *info)
 	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!reply)
 		return -ENOMEM;
-	mutex_lock(&netblk_lock);
-	err = netblk_detach_targets(info, nla_get_flag(info->attrs[NETBLK_A_FORCE]), &detached);
-	mutex_unlock(&netblk_lock);
+	do {
+		mutex_lock(&netblk_lock);
+		err = netblk_detach_targets(info, force, &detached, &attaching);
+		mutex_unlock(&netblk_lock);
+		if (attaching) {
+			netblk_host_wait_undone(attaching);
+			detached++;
+		}
+	} while (!err && attaching && info->attrs[NETBLK_A_ALL]);
 	if (err) {
 		nlmsg_free(reply);
 		return err;
@@ -963,6 +1043,8 @@ static int netblk_dump_attached(struct sk_buff *skb, struct netlink_callback *cb
 
 	mutex_lock(&netblk_lock);
 	list_for_each_entry(att, &netblk_attachments, node) {
+		if (att->state != NETBLK_HOST_ATTACHED)
+			continue;	/* half made: listed once attached */
 		if (index++ < skip)
 			continue;
 		err = netblk_fill_attachment(skb, att, NETLINK_CB(cb->skb).portid,
@@ -1004,16 +1086,19 @@ static int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info)
 	return err;
 }
 
+/*
+ * START, STOP, ATTACH and DETACH check CAP_SYS_ADMIN and CAP_NET_ADMIN
+ * themselves (netblk_genl_admin), to say which is missing; the rest need
+ * CAP_NET_ADMIN.
+ */
 static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_START,
 		.doit = netblk_cmd_start,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		.cmd = NETBLK_CMD_STOP,
 		.doit = netblk_cmd_stop,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		/* device paths, addresses and allowlists are not for every user */
@@ -1024,12 +1109,10 @@ static const struct genl_ops netblk_ops[] = {
 	{
 		.cmd = NETBLK_CMD_ATTACH,
 		.doit = netblk_cmd_attach,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		.cmd = NETBLK_CMD_DETACH,
 		.doit = netblk_cmd_detach,
-		.flags = GENL_ADMIN_PERM,
 	},
 	{
 		.cmd = NETBLK_CMD_ATTACHED,
@@ -1037,6 +1120,13 @@ static const struct genl_ops netblk_ops[] = {
 		.flags = GENL_ADMIN_PERM,
 	},
 	{
+		/*
+		 * It only says that the NIC's program is there again, so that
+		 * its waiting instances serve: a false one makes them serve a
+		 * NIC that steers nothing to them -- what CAP_NET_ADMIN can do
+		 * anyway by taking the program off.  Adding the program is what
+		 * takes more (CAP_BPF), in netblkctl.
+		 */
 		.cmd = NETBLK_CMD_XDP_READY,
 		.doit = netblk_cmd_xdp_ready,
 		.flags = GENL_ADMIN_PERM,
@@ -1049,6 +1139,7 @@ static struct genl_family netblk_family __ro_after_init = {
 	.maxattr = NETBLK_A_MAX,
 	.policy = netblk_policy,
 	.netnsok = false,
+	.parallel_ops = true,	/* every handler takes netblk_lock itself */
 	.module = THIS_MODULE,
 	.ops = netblk_ops,
 	.n_ops = ARRAY_SIZE(netblk_ops),

@@ -5,14 +5,15 @@
  *
  * Family "netblk", version 1.  Multicast group "events".
  *
- * START  (doit, CAP_NET_ADMIN)  DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
+ * START  (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN)
+ *                               DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
  *                               [CPU], [POLL_US], [VLAN], [ALLOW],
  *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS]
  *        reply: one NETBLK_CMD_START message describing the new instance
  *        (the same attributes as a LIST entry).  The caller then steers
  *        (ADDR, PORT, VLAN) to HANDOFF_IFINDEX in the NIC program's maps,
  *        and puts ALLOW in its allowlist (bpf/README.md).
- * STOP   (doit, CAP_NET_ADMIN)  PORT, or ALL
+ * STOP   (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN) PORT, or ALL
  *        reply: one NETBLK_CMD_STOP message with STOPPED (u32: how many
  *        were released) and STOPPING (u32: how many no longer serve but
  *        still wait, past the few seconds STOP waits, for their disk to
@@ -28,15 +29,20 @@
  *                               the instance's attributes as in LIST (no
  *                               STATS).
  *
- * ATTACH (doit, CAP_NET_ADMIN)  ADDR, PORT, [IFNAME], [READ_ONLY],
+ * ATTACH (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN)
+ *                               ADDR, PORT, [IFNAME], [READ_ONLY],
  *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY]
  *        the block-device client: opens a session with the instance at
- *        ADDR:PORT, asks INFO, and makes /dev/netblkN of it.  reply: one
- *        NETBLK_CMD_ATTACH message describing it (as an ATTACHED entry).
- * DETACH (doit, CAP_NET_ADMIN)  DISK, or ALL; [FORCE]
+ *        ADDR:PORT, asks INFO (5 s at most), and makes /dev/netblkN of it,
+ *        whose partition table the kernel reads: a READ unanswered for
+ *        15 s (or TIMEOUT_MS, when shorter) fails the attach (ETIMEDOUT).
+ *        reply: one NETBLK_CMD_ATTACH message describing it (as an
+ *        ATTACHED entry).  Other commands go on meanwhile.
+ * DETACH (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN) DISK, or ALL; [FORCE]
  *        refused (EBUSY) while the disk is open unless FORCE, which fails
- *        its outstanding I/O.  reply: NETBLK_CMD_DETACH with STOPPED (u32:
- *        how many were detached).
+ *        its outstanding I/O.  An attach still in progress is given up
+ *        (it fails ECANCELED) and counted.  reply: NETBLK_CMD_DETACH with
+ *        STOPPED (u32: how many were detached).
  * ATTACHED (dumpit, CAP_NET_ADMIN) one message per attached device, with
  *                               HOST_STATS.
  *
@@ -47,7 +53,8 @@
  *        NIC reopened again since; 0 when nothing waited.
  *
  * Every refusal is an errno with an extended-ack message saying what to
- * change.
+ * change; a caller without the capabilities a command needs gets EPERM
+ * (START, STOP, ATTACH and DETACH: with a message naming the one missing).
  */
 #ifndef NETBLK_GENL_H
 #define NETBLK_GENL_H

@@ -443,7 +443,8 @@ class FakeServer:
             body = struct.pack(">QIIIIIIIIIIQ", self.size, self.sector, self.sector, 0,
                                self.max_io, self.max_read, iflags, self.slots,
                                self.sector if self.trim else 0, big, big, 0x5EED)
-            return [self._header(op, 0, handle, 0, len(body)) + body]
+            # replies echo the request's offset and length (docs/protocol.md), 0 for INFO
+            return [self._header(op, 0, handle, offset, length) + body]
         if op == OP_FLUSH:
             return [self._header(op, 0, handle, 0, 0)]
         if op == OP_WRITE:

@@ -17,6 +17,7 @@
 #include <poll.h>
 #include <string>
 #include <string_view>
+#include <linux/capability.h>
 #include <linux/if_vlan.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
@@ -552,19 +553,20 @@ int cmd_start(const std::vector<std::string_view> &argv)
 	}
 
 	// The NIC's XDP program steers the port to the instance.  For a NIC
-	// that does not exist, or without CAP_NET_ADMIN, START goes ahead
-	// unprepared: the kernel's refusal says what is wrong.  A program added
-	// for an instance that then fails to start is removed by its stop.
+	// that does not exist, or without CAP_SYS_ADMIN and CAP_NET_ADMIN,
+	// START goes ahead unprepared: the kernel's refusal says what is
+	// wrong.  A program added for an instance that then fails to start is
+	// removed by its stop.
 	xdp_quiet_libbpf();
+	bool privileged = has_capability(CAP_SYS_ADMIN) && has_capability(CAP_NET_ADMIN);
 	// A program no instance is on any more (its instances stopped by
 	// themselves, or rmmod) goes first, so that this start adds one anew:
 	// a NIC that dropped it on a reopen (vmxnet3) runs the new one.
-	if (may_admin_net())
+	if (privileged)
 		release_unused_programs(client);
 	nic_xdp xdp;
 	std::string xdp_nic = vlan_real_device(*args.ifname);
 	unsigned ifindex = if_nametoindex(xdp_nic.c_str());
-	bool privileged = may_admin_net();
 	if (ifindex && privileged) {
 		if (std::string err = xdp.prepare(xdp_nic, ifindex); !err.empty()) {
 			fprintf(stderr, "netblkctl: %s\n", err.c_str());
@@ -586,7 +588,8 @@ int cmd_start(const std::vector<std::string_view> &argv)
 		if (!ifindex)
 			fprintf(stderr, "netblkctl: no network interface %s\n", args.ifname->c_str());
 		else
-			fprintf(stderr, "netblkctl: starting needs CAP_NET_ADMIN: run as root\n");
+			fprintf(stderr, "netblkctl: starting needs CAP_SYS_ADMIN and CAP_NET_ADMIN: "
+				"run as root\n");
 		return exit_failed;
 	}
 	if (!described || !inst.handoff_ifindex) {
@@ -632,7 +635,8 @@ int cmd_stop(const std::vector<std::string_view> &argv)
 		return rc;
 	netblk_stop_result r;
 	nl_status st = client.stop(port, r);
-	release_unused_programs(client);
+	if (st.err != EPERM)	// refused to the caller: nothing for it to take off
+		release_unused_programs(client);
 	if (!st.ok()) {
 		if (exist_ok && port && st.err == ENOENT) {
 			printf("netblk: nothing serves port %u (--exist-ok)\n", *port);

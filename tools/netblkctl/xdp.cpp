@@ -321,14 +321,14 @@ void xdp_quiet_libbpf()
 	libbpf_set_print(libbpf_print);
 }
 
-bool may_admin_net()
+bool has_capability(int cap)
 {
 	__user_cap_header_struct hdr{};
 	hdr.version = _LINUX_CAPABILITY_VERSION_3;
 	__user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3]{};
 	if (syscall(SYS_capget, &hdr, data) != 0)
 		return true;	// cannot tell: let the kernel say
-	return data[CAP_NET_ADMIN / 32].effective & (1u << (CAP_NET_ADMIN % 32));
+	return data[cap / 32].effective & (1u << (cap % 32));
 }
 
 nic_xdp::nic_xdp() : lock_(std::make_unique<xdp_lock>())

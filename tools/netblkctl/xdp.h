@@ -51,9 +51,10 @@ std::optional<std::string> default_route_ifname();
 // Has libbpf print only its errors (LIBBPF_WARN), as "netblkctl: libbpf: ...".
 void xdp_quiet_libbpf();
 
-// Whether this process has CAP_NET_ADMIN (START needs it; without it
-// netblkctl lets the kernel refuse rather than fail at loading BPF).
-bool may_admin_net();
+// Whether this process has capability `cap` (CAP_*) in effect.  START needs
+// CAP_SYS_ADMIN and CAP_NET_ADMIN: without them netblkctl lets the kernel
+// refuse, naming the one missing, rather than fail at loading BPF.
+bool has_capability(int cap);
 
 // Removes netblk's XDP program from every NIC whose ifindex is not in
 // `in_use` (the NICs with an instance that serves or waits); what could not
