@@ -94,10 +94,10 @@ static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk
 			return false;
 		skip = 0;
 		if (!iov_iter_count(&to))
-			break;
+			goto copied;	/* out of both loops: break leaves one bio's only */
 	}
-	if (iov_iter_count(&to))
-		return false;
+	return false;
+copied:
 	p->len = len;
 	p->spliced = true;
 	return true;
@@ -146,11 +146,15 @@ static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_h
 		in_place &= sendpage_ok(bv.bv_page);
 		skip = 0;
 		left -= n;
+		/*
+		 * Out of both loops (rq_for_each_segment is one a bio): a break
+		 * would go on to the next bio, adding a bvec of 0 bytes for each.
+		 */
 		if (!left)
-			break;
+			goto taken;
 	}
-	if (left)
-		return false;
+	return false;
+taken:
 	p->len = len;
 	p->spliced = in_place;
 	return true;
@@ -448,8 +452,9 @@ void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t
 		done += n;
 		skip = 0;
 		if (done == len)
-			break;
+			goto out;	/* out of both loops: break leaves one bio's only */
 	}
+out:
 	att->stats.read_bytes_copied += done;
 }
 
