@@ -107,6 +107,7 @@ struct netblk_host_shim_stats {
 	u64 tx_errors;		/* sends the socket refused (the timer sends them again) */
 	u64 tx_dropped;		/* datagrams not sent: no room to record them */
 	u64 tx_batched;		/* datagrams sent in one UDP GSO send with others */
+	u64 header_pages;	/* pages the WRITE headers' frag cache took */
 	u64 rx_datagrams;
 	u64 requests;
 	u64 errors;		/* requests ended with an error */
@@ -144,6 +145,7 @@ struct netblk_attachment {
 	struct netblk_host_tx *tx;	/* under tx_mutex */
 	struct socket *sock;
 	struct page_frag_cache frags;	/* WRITE headers (under lock) */
+	struct page *header_page;	/* the last header's page: compared, never used */
 
 	struct llist_head done;		/* struct netblk_host_cmd the core finished */
 	struct blk_mq_tag_set tag_set;

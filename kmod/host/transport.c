@@ -126,10 +126,17 @@ copied:
 /* A piece of a page for a WRITE's header: the skb takes it as its first frag. */
 static bool netblk_host_take_header(struct netblk_attachment *att, struct netblk_host_pending *p)
 {
-	p->header_frag = page_frag_alloc_align(&att->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
-					       NETBLK_HOST_FRAG);
+	struct page *page;
+
+	p->header_frag = netblk_page_frag_alloc_align(&att->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
+						      NETBLK_HOST_FRAG);
 	if (!p->header_frag)
 		return false;
+	page = virt_to_head_page(p->header_frag);
+	if (page != att->header_page) {
+		att->header_page = page;
+		att->stats.header_pages++;	/* the last one used up: another */
+	}
 	memcpy(p->header_frag, p->header, NETBLK_HOST_HEADER_SIZE);
 	return true;
 }

@@ -137,6 +137,23 @@ static inline void page_frag_cache_drain(struct page_frag_cache *nc)
 }
 #endif
 
+/*
+ * A piece of @align bytes' alignment (a power of two) from a page_frag_cache:
+ * 6.9 and later take the alignment, 6.1 a mask (its callers pass -align).
+ * Given the alignment itself, 6.1 keeps only that one bit of each offset:
+ * two pieces a page, then a refill (GFP_ATOMIC, up to 32 KiB) for the next.
+ */
+static inline void *netblk_page_frag_alloc_align(struct page_frag_cache *nc,
+						 unsigned int fragsz, gfp_t gfp,
+						 unsigned int align)
+{
+#if NETBLK_LINUX_6_1
+	return page_frag_alloc_align(nc, fragsz, gfp, -align);
+#else
+	return page_frag_alloc_align(nc, fragsz, gfp, align);
+#endif
+}
+
 /* ---- zero-copy sends ---- */
 
 /*
