@@ -42,7 +42,8 @@ Guest devices (fixed, checked at every boot):
   Tools: busybox (all applets), netblkctl in /usr/sbin, netblk.ko as
   /lib/modules/$REL/extra/netblk.ko (`modprobe netblk`), nbudp (UDP
   listen/send helper; busybox nc here has no -u), nbraw (raw frames), nbiov
-  (scattered O_DIRECT writev, read back), modules virtio_net,
+  (scattered O_DIRECT writev, read back), nbreuse (an O_DIRECT write whose
+  buffer is filled again if it fails), modules virtio_net,
   null_blk, loop, dm-mod.
 
 Commands: run(cmd, timeout) sends a script to the agent, which runs it with

@@ -13,8 +13,8 @@ Contents:
                                             their dependencies, decompressed,
                                             plus modules.dep from `depmod -b`
   /lib/modules/$REL/extra/netblk.ko         if given
-  /usr/bin/nbudp, nbraw, nbiov               static UDP, raw-frame and scattered
-                                            direct-I/O helpers (ci/guest-files/*.c)
+  /usr/bin/nbudp, nbraw, nbiov, nbreuse      static UDP, raw-frame and direct-I/O
+                                            helpers (ci/guest-files/*.c)
   any extra files; dynamic ELF programs bring their `ldd` closure and loader.
 
 arch="arm64" builds one for an arm64 guest from arm64 programs (cross-built,
@@ -314,7 +314,8 @@ def build(out_dir: Path, *, kernel_root: Path, release: str, modules: list[str],
         put("/etc/group", b"root:x:0:\nnogroup:x:65534:\n")
 
         # the static helpers: nbudp (UDP), nbraw (raw Ethernet frames), nbiov
-        # (a writev of pieces smaller than a page, read back)
+        # (a writev of pieces smaller than a page, read back), nbreuse (a failed
+        # write's buffer filled again at once)
         for src in sorted(GUEST_FILES.glob("*.c")):
             subprocess.run([cc, "-static", "-Os", "-Wall", "-Werror", "-o",
                             str(st / "usr/bin" / src.stem), str(src)], check=True)

@@ -88,7 +88,7 @@ static void send_hello(host_core *c)
 
 	encode_header(bytes, c->session.hello());
 	seal(c->auth, bytes, nullptr, 0);
-	netblk_host_shim_send(c->shim, bytes, 0, 0, 0);
+	netblk_host_shim_send(c->shim, bytes, NETBLK_HOST_NO_TAG, 0, 0);
 }
 
 static void open_session(host_core *c, u64 now_ns)

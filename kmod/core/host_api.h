@@ -176,10 +176,15 @@ uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint
 
 /* ---- what the client's shim provides, called under the attachment's lock ---- */
 
+/* netblk_host_shim_send()'s @tag of a datagram of no request (HELLO). */
+#define NETBLK_HOST_NO_TAG 0xffffffffu
+
 /*
- * Send one datagram: @header (NETBLK_HOST_HEADER_SIZE bytes), then for a
- * WRITE @len bytes of request @tag's data from its byte @at (0: none).
- * Nothing sent when it fails: the datagram's timer sends it again.
+ * Send one datagram of request @tag (NETBLK_HOST_NO_TAG: of none):
+ * @header (NETBLK_HOST_HEADER_SIZE bytes), then for a WRITE @len bytes of
+ * the request's data from its byte @at (0: none).  Nothing sent when it
+ * fails: the datagram's timer sends it again.  Once the request is over
+ * (netblk_host_shim_complete()) none of its datagrams may go out any more.
  */
 void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 			   uint32_t tag, uint32_t at, uint32_t len);

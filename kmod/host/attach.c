@@ -544,6 +544,11 @@ int netblk_host_init(void)
 void netblk_host_exit(void)
 {
 	netblk_host_detach_all();
+	/*
+	 * Every request has ended, so every skb that held one has let go; a
+	 * zero-copy completion may still be on its last lines (transport.c).
+	 */
+	synchronize_rcu();
 	unregister_blkdev(netblk_host_major, "netblk");
 	netblk_host_transport_exit();
 }

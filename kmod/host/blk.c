@@ -42,10 +42,43 @@ void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint
 		return;
 	cmd = blk_mq_rq_to_pdu(rq);
 	cmd->status = status;
-	if (status)
+	if (status) {
 		att->stats.errors++;
+		netblk_host_purge_pending(att, tag);
+	}
+	netblk_host_rq_put_locked(att, rq);	/* the core's */
+}
+
+static void netblk_host_rq_end(struct request *rq)
+{
+	if (likely(!blk_should_fake_timeout(rq->q)))
+		blk_mq_complete_request(rq);
+}
+
+void netblk_host_rq_get(struct request *rq)
+{
+	refcount_inc(&((struct netblk_host_cmd *)blk_mq_rq_to_pdu(rq))->holds);
+}
+
+/*
+ * Outside the lock: where datagrams were sent, and where an skb let go of
+ * a request's pages (the softirq or task that freed it).
+ */
+void netblk_host_rq_put(struct request *rq)
+{
+	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
+
+	if (refcount_dec_and_test(&cmd->holds))
+		netblk_host_rq_end(rq);
+}
+
+void netblk_host_rq_put_locked(struct netblk_attachment *att, struct request *rq)
+{
+	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
+
 	/* ended after the lock: ending it may start more I/O on this disk */
-	llist_add(&cmd->done, &att->done);
+	if (refcount_dec_and_test(&cmd->holds))
+		llist_add(&cmd->done, &att->done);
 }
 
 void netblk_host_end_done(struct netblk_attachment *att)
@@ -53,12 +86,8 @@ void netblk_host_end_done(struct netblk_attachment *att)
 	struct llist_node *list = llist_del_all(&att->done);
 	struct netblk_host_cmd *cmd, *next;
 
-	llist_for_each_entry_safe(cmd, next, list, done) {
-		struct request *rq = blk_mq_rq_from_pdu(cmd);
-
-		if (likely(!blk_should_fake_timeout(rq->q)))
-			blk_mq_complete_request(rq);
-	}
+	llist_for_each_entry_safe(cmd, next, list, done)
+		netblk_host_rq_end(blk_mq_rq_from_pdu(cmd));
 }
 
 /* ---- what a new session's INFO says (a server started again) ---- */
@@ -149,6 +178,7 @@ static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
 	if (netblk_host_op(rq, &op))
 		return BLK_STS_NOTSUPP;
 	blk_mq_start_request(rq);
+	refcount_set(&((struct netblk_host_cmd *)blk_mq_rq_to_pdu(rq))->holds, 1);	/* the core's */
 
 	spin_lock_bh(&att->lock);
 	if (att->dead) {

@@ -14,6 +14,12 @@
  * One spinlock (lock, taken with BHs off) covers the core: the block
  * layer's requests, the socket's answers and the timer all go through it.
  * Datagrams are recorded under it and sent after it (sending may sleep).
+ *
+ * A request ends only once nothing of it can go out any more: each
+ * datagram recorded or being sent, and each send whose skbs hold its pages
+ * (until the stack lets go of them), holds it (netblk_host_cmd.holds), as
+ * does the core until it is over.  A request the core fails has its
+ * recorded datagrams dropped at once.
  */
 #ifndef NETBLK_HOST_H
 #define NETBLK_HOST_H
@@ -80,6 +86,9 @@ struct netblk_attach_params {
 /* A datagram recorded under the lock, to go out after it. */
 struct netblk_host_pending {
 	u8 header[NETBLK_HOST_HEADER_SIZE];
+	u32 tag;		/* its request's (NETBLK_HOST_NO_TAG: HELLO) */
+	struct request *rq;	/* its block request, held (NULL: HELLO, INFO) */
+	bool purged;		/* its request failed: dropped, not to be sent */
 	u8 *header_frag;	/* WRITE: the header again, in a page the skb may hold */
 	u32 len;		/* data bytes after the header */
 	u16 nr_bvecs;
@@ -108,13 +117,16 @@ struct netblk_host_shim_stats {
 	u64 tx_errors;		/* sends the socket refused (the timer sends them again) */
 	u64 tx_dropped;		/* datagrams not sent: no room to record them */
 	u64 tx_batched;		/* datagrams sent in one UDP GSO send with others */
+	u64 header_pages;	/* pages the WRITE headers' frag cache took */
 	u64 rx_datagrams;
 	u64 requests;
 	u64 errors;		/* requests ended with an error */
 };
 
 struct netblk_host_cmd {
-	struct llist_node done;	/* on the attachment's list of requests the core finished */
+	struct llist_node done;	/* on the attachment's list of requests to end */
+	/* the core (until it is over), datagrams recorded or being sent, sends in skbs */
+	refcount_t holds;
 	u16 status;		/* 0 or the errno it ended with */
 };
 
@@ -167,6 +179,7 @@ struct netblk_attachment {
 	struct netblk_host_tx *tx;	/* under tx_mutex */
 	struct socket *sock;
 	struct page_frag_cache frags;	/* WRITE headers (under lock) */
+	struct page *header_page;	/* the last header's page: compared, never used */
 
 	struct llist_head done;		/* struct netblk_host_cmd the core finished */
 	struct blk_mq_tag_set tag_set;
@@ -204,14 +217,22 @@ void netblk_host_send_pending(struct netblk_attachment *att);
 /* After an unlock in a softirq: have tx_work send what is recorded. */
 void netblk_host_kick_tx(struct netblk_attachment *att);
 void netblk_host_drop_pending(struct netblk_attachment *att);
+/* Under the lock: request @tag failed, none of its recorded datagrams goes out. */
+void netblk_host_purge_pending(struct netblk_attachment *att, u32 tag);
 
 /* blk.c */
 int netblk_host_disk_create(struct netblk_attachment *att, int major);
 void netblk_host_disk_remove(struct netblk_attachment *att);
 bool netblk_host_disk_open(const struct netblk_attachment *att);
 struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag);
-/* End the requests the core finished, outside the lock. */
+/* End the requests nothing holds any more, outside the lock. */
 void netblk_host_end_done(struct netblk_attachment *att);
+/* A hold on a request: it does not end until every hold is put. */
+void netblk_host_rq_get(struct request *rq);
+/* Put a hold outside the lock: the last one ends the request now. */
+void netblk_host_rq_put(struct request *rq);
+/* Put a hold under the lock: the last one leaves it to netblk_host_end_done(). */
+void netblk_host_rq_put_locked(struct netblk_attachment *att, struct request *rq);
 /* After a core call under the lock: the timer is armed for what waits. */
 void netblk_host_arm_timer(struct netblk_attachment *att);
 void netblk_host_disk_init(struct netblk_attachment *att);

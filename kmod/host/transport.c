@@ -5,11 +5,20 @@
  * WireGuard and VXLAN take theirs) and handed to the core; its datagrams
  * recorded under the attachment's lock and sent after it, a run of them of
  * one size in one UDP GSO send.  A WRITE's data goes out from the request's
- * own pages (MSG_SPLICE_PAGES: the skb holds the pages, nothing is copied)
+ * own pages (MSG_ZEROCOPY: the skb holds the pages, nothing is copied)
  * unless the block layer gave a page the network may not hold (slab
  * memory) or the route's device has no scatter-gather (virtio-net without
  * checksum offload), when the socket copies it.  A READ answer's data is
  * copied once, from the skb into the request's pages.
+ *
+ * An skb may hold a request's pages long after the send: in a qdisc (netem,
+ * a busy link), in the device's ring.  The request must not end before it
+ * lets go -- its writer may fill the buffer with other bytes at once, and
+ * the WRITE would carry them, to a server whose session is alive and
+ * number fresh -- so each send in place carries a ubuf_info (msg_ubuf, as
+ * io_uring's send-zc does) that holds the requests whose pages it carries
+ * until the last skb holding it is freed.  That is no copy and, on the
+ * normal path, no wait: an answer comes after its datagram left the device.
  *
  * The udp_tunnel module's helpers (udp_sock_create, setup_udp_tunnel_sock,
  * udp_tunnel_xmit_skb) are not used: a kernel without a tunnel driver (the
@@ -43,7 +52,8 @@ static struct workqueue_struct *netblk_host_wq;
 
 /* ---- recording, under the lock ---- */
 
-static void netblk_host_release_pending(struct netblk_host_pending *p)
+/* Let go of the datagram's pages; its hold on its request is the caller's to put. */
+static void netblk_host_release_data(struct netblk_host_pending *p)
 {
 	u16 i;
 
@@ -54,6 +64,16 @@ static void netblk_host_release_pending(struct netblk_host_pending *p)
 		page_frag_free(p->header_frag);
 	p->nr_bvecs = 0;
 	p->header_frag = NULL;
+}
+
+/* Under the lock: a datagram recorded and not sent, let go of. */
+static void netblk_host_release_pending(struct netblk_attachment *att,
+					struct netblk_host_pending *p)
+{
+	netblk_host_release_data(p);
+	if (p->rq)
+		netblk_host_rq_put_locked(att, p->rq);
+	p->rq = NULL;
 }
 
 /*
@@ -94,37 +114,47 @@ static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk
 			return false;
 		skip = 0;
 		if (!iov_iter_count(&to))
-			break;
+			goto copied;	/* out of both loops: break leaves one bio's only */
 	}
-	if (iov_iter_count(&to))
-		return false;
+	return false;
+copied:
 	p->len = len;
 	p->spliced = true;
 	return true;
 }
 
+/* A piece of a page for a WRITE's header: the skb takes it as its first frag. */
+static bool netblk_host_take_header(struct netblk_attachment *att, struct netblk_host_pending *p)
+{
+	struct page *page;
+
+	p->header_frag = netblk_page_frag_alloc_align(&att->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
+						      NETBLK_HOST_FRAG);
+	if (!p->header_frag)
+		return false;
+	page = virt_to_head_page(p->header_frag);
+	if (page != att->header_page) {
+		att->header_page = page;
+		att->stats.header_pages++;	/* the last one used up: another */
+	}
+	memcpy(p->header_frag, p->header, NETBLK_HOST_HEADER_SIZE);
+	return true;
+}
+
 /*
- * Hold the pages of @len bytes of request @tag's data from byte @at.
- * Holding them is what makes a resend after the request ended harmless:
- * the pages are still there, and the instance's replay window answers a
- * resend of a WRITE it has executed without executing it again.
+ * Hold the pages of @len bytes of request @rq's data from byte @at, until
+ * the datagram is sent (the skbs take their own) or dropped.
  */
 static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_host_pending *p,
-				  u32 tag, u32 at, u32 len)
+				  struct request *rq, u32 at, u32 len)
 {
-	struct request *rq = netblk_host_tag_to_rq(att, tag);
 	struct req_iterator iter;
 	struct bio_vec bv;
 	u32 skip = at, left = len;
 	bool in_place = true;
 
-	if (!rq)
+	if (!rq || !netblk_host_take_header(att, p))
 		return false;
-	p->header_frag = page_frag_alloc_align(&att->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
-					       NETBLK_HOST_FRAG);
-	if (!p->header_frag)
-		return false;
-	memcpy(p->header_frag, p->header, NETBLK_HOST_HEADER_SIZE);
 	bvec_set_virt(&p->bvecs[0], p->header_frag, NETBLK_HOST_HEADER_SIZE);
 	p->nr_bvecs = 1;
 	rq_for_each_segment(bv, rq, iter) {
@@ -146,11 +176,15 @@ static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_h
 		in_place &= sendpage_ok(bv.bv_page);
 		skip = 0;
 		left -= n;
+		/*
+		 * Out of both loops (rq_for_each_segment is one a bio): a break
+		 * would go on to the next bio, adding a bvec of 0 bytes for each.
+		 */
 		if (!left)
-			break;
+			goto taken;
 	}
-	if (left)
-		return false;
+	return false;
+taken:
 	p->len = len;
 	p->spliced = in_place;
 	return true;
@@ -167,17 +201,37 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 	}
 	p = &att->pending[(att->pending_head + att->pending_count) % NETBLK_HOST_PENDING];
 	memcpy(p->header, header, NETBLK_HOST_HEADER_SIZE);
+	p->tag = tag;
+	p->rq = netblk_host_tag_to_rq(att, tag);	/* NULL: HELLO, INFO */
+	if (p->rq)
+		netblk_host_rq_get(p->rq);
+	p->purged = false;
 	p->header_frag = NULL;
 	p->nr_bvecs = 0;
 	p->len = 0;
 	p->spliced = false;
 	p->bounced = false;
-	if (len && !netblk_host_take_data(att, p, tag, at, len)) {
-		netblk_host_release_pending(p);
+	if (len && !netblk_host_take_data(att, p, p->rq, at, len)) {
+		netblk_host_release_pending(att, p);
 		att->stats.tx_dropped++;
 		return;
 	}
 	att->pending_count++;
+}
+
+void netblk_host_purge_pending(struct netblk_attachment *att, u32 tag)
+{
+	u32 i;
+
+	for (i = 0; i < att->pending_count; i++) {
+		struct netblk_host_pending *p =
+			&att->pending[(att->pending_head + i) % NETBLK_HOST_PENDING];
+
+		if (p->tag == tag && !p->purged) {
+			netblk_host_release_pending(att, p);
+			p->purged = true;
+		}
+	}
 }
 
 /* ---- sending, after the lock ---- */
@@ -260,9 +314,111 @@ static void netblk_host_fill_msg(struct netblk_host_tx *tx, struct msghdr *msg,
 		nr += p[i].nr_bvecs;
 		bytes += netblk_host_datagram_bytes(&p[i]);
 	}
-	if (p->spliced)
-		msg->msg_flags |= MSG_SPLICE_PAGES;
 	iov_iter_bvec(&msg->msg_iter, ITER_SOURCE, tx->bvecs, nr, bytes);
+}
+
+/* ---- sends in place: the requests held until the skbs let go ---- */
+
+/*
+ * A send's hold on the requests whose pages its skbs carry.  Its ubuf_info
+ * goes with the send (msg_ubuf): each skb that takes the pages in place
+ * takes a reference, and the last put -- the sender's own, or the last skb's
+ * as it is freed, sent or dropped, in whatever softirq or task frees it --
+ * puts the requests' holds.
+ */
+struct netblk_host_zc {
+	struct ubuf_info ubuf;
+	bool skb_seen;		/* an skb held it: the data went in place */
+	u16 nr;
+	struct request *rqs[];	/* each held once */
+};
+
+static void netblk_host_zc_complete(struct sk_buff *skb, struct ubuf_info *uarg,
+				    bool zerocopy_success)
+{
+	struct netblk_host_zc *zc = container_of(uarg, struct netblk_host_zc, ubuf);
+	u16 i;
+
+	if (skb)
+		WRITE_ONCE(zc->skb_seen, true);
+	if (!refcount_dec_and_test(&uarg->refcnt))
+		return;
+	/* the module's text until the end: netblk_host_exit() waits for it */
+	rcu_read_lock();
+	for (i = 0; i < zc->nr; i++)
+		netblk_host_rq_put(zc->rqs[i]);
+	kfree(zc);
+	rcu_read_unlock();
+}
+
+NETBLK_UBUF_OPS(netblk_host_zc_ops, netblk_host_zc_complete);
+
+/*
+ * The requests whose own pages @p[0..@n) carry (a bounce copy is ours),
+ * each once: how many, and into @rqs, held, when it is given.
+ */
+static u32 netblk_host_zc_hold(const struct netblk_host_pending *p, u32 n, struct request **rqs)
+{
+	struct request *last = NULL;
+	u32 i, nr = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!p[i].rq || p[i].bounced || p[i].rq == last)
+			continue;
+		last = p[i].rq;
+		if (rqs) {
+			netblk_host_rq_get(last);
+			rqs[nr] = last;
+		}
+		nr++;
+	}
+	return nr;
+}
+
+/*
+ * The hold for a run of @n datagrams in place: NULL when none of them
+ * carries a request's own pages (copies of ours only), an ERR_PTR when there
+ * is no memory for it (the run is then copied: nothing holds the pages).
+ */
+static struct netblk_host_zc *netblk_host_zc_new(const struct netblk_host_pending *p, u32 n)
+{
+	struct netblk_host_zc *zc;
+	u32 nr = netblk_host_zc_hold(p, n, NULL);
+
+	if (!nr)
+		return NULL;
+	zc = kmalloc(struct_size(zc, rqs, nr), GFP_NOWAIT | __GFP_NOWARN);
+	if (!zc)
+		return ERR_PTR(-ENOMEM);
+	netblk_ubuf_init(&zc->ubuf, &netblk_host_zc_ops);
+	zc->skb_seen = false;
+	zc->nr = netblk_host_zc_hold(p, n, zc->rqs);
+	return zc;
+}
+
+/*
+ * How a run's data goes: in place where the route's device takes pages,
+ * the request's own pages with a hold (MSG_ZEROCOPY), our copies without
+ * (MSG_SPLICE_PAGES); else the socket copies it.  Returns the hold, if any.
+ */
+static struct netblk_host_zc *netblk_host_zc_msg(const struct netblk_host_tx *tx,
+						 struct msghdr *msg,
+						 const struct netblk_host_pending *p, u32 n)
+{
+	struct netblk_host_zc *zc;
+
+	if (!netblk_host_run_in_place(tx, p))
+		return NULL;
+	zc = netblk_host_zc_new(p, n);
+	if (IS_ERR(zc))
+		return NULL;
+	if (!zc) {
+		msg->msg_flags |= MSG_SPLICE_PAGES;
+		return NULL;
+	}
+	msg->msg_flags |= MSG_ZEROCOPY;
+	msg->msg_ubuf = &zc->ubuf;
+	return zc;
 }
 
 /* Send @n datagrams from @p in one sendmsg (UDP_SEGMENT when more than one); tally them. */
@@ -275,6 +431,7 @@ static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_hos
 		u8 buf[CMSG_SPACE(sizeof(u16))];
 	} control;
 	struct msghdr msg = { .msg_flags = MSG_DONTWAIT | MSG_NOSIGNAL };
+	struct netblk_host_zc *zc;
 	bool in_place;
 	u32 i;
 	int err;
@@ -290,10 +447,14 @@ static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_hos
 		msg.msg_control = &control;
 		msg.msg_controllen = sizeof(control);
 	}
+	zc = netblk_host_zc_msg(tx, &msg, p, n);
 	err = sock_sendmsg(att->sock, &msg);
+	/* what an skb holds, it holds still or held: else the socket copied it */
+	in_place = zc && (refcount_read(&zc->ubuf.refcnt) > 1 || READ_ONCE(zc->skb_seen));
+	if (zc)
+		net_zcopy_put(&zc->ubuf);	/* the sender's reference */
 	if (err < 0)
 		return err;
-	in_place = netblk_host_run_in_place(tx, p);
 	for (i = 0; i < n; i++) {
 		if (in_place && !p[i].bounced)
 			tx->in_place += p[i].len;
@@ -329,8 +490,11 @@ static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
 		}
 		if (err < 0)
 			tx->errors += run;	/* the timer sends them again */
-		for (j = i; j < i + run; j++)
-			netblk_host_release_pending(&tx->batch[j]);
+		for (j = i; j < i + run; j++) {
+			netblk_host_release_data(&tx->batch[j]);
+			if (tx->batch[j].rq)
+				netblk_host_rq_put(tx->batch[j].rq);
+		}
 	}
 }
 
@@ -346,12 +510,14 @@ static u32 netblk_host_take_batch(struct netblk_attachment *att)
 	att->stats.tx_batched += tx->batched;
 	att->stats.tx_errors += tx->errors;
 	tx->in_place = tx->copied = tx->batched = tx->errors = 0;
-	for (n = 0; n < NETBLK_HOST_TX_BATCH && att->pending_count; n++) {
+	for (n = 0; n < NETBLK_HOST_TX_BATCH && att->pending_count;) {
 		struct netblk_host_pending *p = &att->pending[att->pending_head];
 
-		tx->batch[n] = *p;
+		if (!p->purged)
+			tx->batch[n++] = *p;	/* its pages and its hold go with it */
 		p->nr_bvecs = 0;
 		p->header_frag = NULL;
+		p->rq = NULL;
 		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
 		att->pending_count--;
 	}
@@ -411,7 +577,7 @@ void netblk_host_drop_pending(struct netblk_attachment *att)
 {
 	spin_lock_bh(&att->lock);
 	while (att->pending_count) {
-		netblk_host_release_pending(&att->pending[att->pending_head]);
+		netblk_host_release_pending(att, &att->pending[att->pending_head]);
 		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
 		att->pending_count--;
 	}
@@ -448,8 +614,9 @@ void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t
 		done += n;
 		skip = 0;
 		if (done == len)
-			break;
+			goto out;	/* out of both loops: break leaves one bio's only */
 	}
+out:
 	att->stats.read_bytes_copied += done;
 }
 

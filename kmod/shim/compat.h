@@ -18,6 +18,7 @@
 #include <linux/gfp.h>
 #include <linux/mm.h>
 #include <linux/netdevice.h>
+#include <linux/skbuff.h>
 #include <linux/version.h>
 #include <net/genetlink.h>
 #include <net/netlink.h>
@@ -139,6 +140,54 @@ static inline void page_frag_cache_drain(struct page_frag_cache *nc)
 	nc->va = NULL;
 }
 #endif
+
+/*
+ * A piece of @align bytes' alignment (a power of two) from a page_frag_cache:
+ * 6.9 and later take the alignment, 6.1 a mask (its callers pass -align).
+ * Given the alignment itself, 6.1 keeps only that one bit of each offset:
+ * two pieces a page, then a refill (GFP_ATOMIC, up to 32 KiB) for the next.
+ */
+static inline void *netblk_page_frag_alloc_align(struct page_frag_cache *nc,
+						 unsigned int fragsz, gfp_t gfp,
+						 unsigned int align)
+{
+#if NETBLK_LINUX_6_1
+	return page_frag_alloc_align(nc, fragsz, gfp, -align);
+#else
+	return page_frag_alloc_align(nc, fragsz, gfp, align);
+#endif
+}
+
+/* ---- zero-copy sends ---- */
+
+/*
+ * What an skb holding a kernel sender's pages calls as it lets go of them
+ * (its ubuf_info: msg_ubuf with MSG_ZEROCOPY, as io_uring's send-zc
+ * attaches one): 6.12 through a table of ops, 6.1 through a callback kept
+ * in the ubuf_info itself.  NETBLK_UBUF_OPS() defines the one or the other.
+ */
+#if NETBLK_LINUX_6_1
+struct netblk_ubuf_ops {
+	void (*complete)(struct sk_buff *skb, struct ubuf_info *uarg, bool zerocopy_success);
+};
+#define NETBLK_UBUF_OPS(name, fn) static const struct netblk_ubuf_ops name = { .complete = fn }
+#else
+#define netblk_ubuf_ops ubuf_info_ops
+#define NETBLK_UBUF_OPS(name, fn) static const struct ubuf_info_ops name = { .complete = fn }
+#endif
+
+/* One reference (the sender's: net_zcopy_put() drops it); the skbs take theirs. */
+static inline void netblk_ubuf_init(struct ubuf_info *uarg, const struct netblk_ubuf_ops *ops)
+{
+#if NETBLK_LINUX_6_1
+	uarg->callback = ops->complete;
+#else
+	uarg->ops = ops;
+#endif
+	refcount_set(&uarg->refcnt, 1);
+	/* the frags are the sender's: an skb that must not hold them (a tap) copies them */
+	uarg->flags = SKBFL_ZEROCOPY_FRAG;
+}
 
 /* ---- block devices: the server's claim ---- */
 

@@ -809,6 +809,7 @@ static const struct {
 	NETBLK_HS_CORE(NETBLK_HS_FOLDED, folded),
 	NETBLK_HS_CORE(NETBLK_HS_FAST_SPURIOUS, fast_spurious),
 	NETBLK_HS_CORE(NETBLK_HS_REORDERING, reordering),
+	NETBLK_HS_SHIM(NETBLK_HS_HEADER_PAGES, header_pages),
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

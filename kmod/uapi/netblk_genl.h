@@ -360,6 +360,8 @@ enum netblk_host_stat_attr {
 	NETBLK_HS_FAST_SPURIOUS,	/* fast resends the first send's answer proved needless */
 	/* a gauge: later sends a first send's answer was seen to come after (learnt reordering) */
 	NETBLK_HS_REORDERING,
+	/* pages the client took for WRITE headers (a 32 KiB one serves 512; order 0: 64) */
+	NETBLK_HS_HEADER_PAGES,
 	__NETBLK_HS_MAX,
 };
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)

@@ -196,6 +196,10 @@ protected:
 		const header info_req = att.sends[2].h;
 		ASSERT_EQ(info_req.op, op_info);
 		EXPECT_EQ(info_req.session, session_id);
+		/* HELLOs are no request's: the shim must not drop them with request 0's datagrams */
+		EXPECT_EQ(att.sends[0].tag, NETBLK_HOST_NO_TAG);
+		EXPECT_EQ(att.sends[1].tag, NETBLK_HOST_NO_TAG);
+		EXPECT_EQ(att.sends[2].tag, info_tag);
 
 		std::vector<uint8_t> info = info_bytes();
 		answer(info_req, 0, info.data(), (uint32_t)info.size());

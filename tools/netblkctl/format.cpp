@@ -628,6 +628,7 @@ constexpr host_stat_name host_stat_names[] = {
 	{NETBLK_HS_FOLDED, "folded"},
 	{NETBLK_HS_FAST_SPURIOUS, "fast_spurious"},
 	{NETBLK_HS_REORDERING, "reordering"},
+	{NETBLK_HS_HEADER_PAGES, "header_pages"},
 };
 static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
 	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");

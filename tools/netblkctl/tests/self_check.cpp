@@ -1631,7 +1631,8 @@ void check_attached_text()
 	check(format_attached_json({a}).find("\"unreachable\": 1, \"outages\": 1, \"failed_fast\": 7, "
 					     "\"changed\": 1, \"resizes\": 0, \"spurious\": 0, "
 					     "\"tx_batched\": 3900, \"folded\": 0, "
-					     "\"fast_spurious\": 10, \"reordering\": 140}") !=
+					     "\"fast_spurious\": 10, \"reordering\": 140, "
+					     "\"header_pages\": 0}") !=
 	      std::string::npos,
 	      "attached json: unreachable, changed");
 
