@@ -530,6 +530,10 @@ class Client:
             return
         g = self.geometry
         step = g.max_trim if op == OP_TRIM else g.max_write_zeroes
+        if g.read_only:
+            # it offers no TRIM or WRITE_ZEROES, and would refuse them EROFS
+            raise NetblkError(f"{op_name(op)} {offset}+{length}: the instance at {self.where} "
+                              f"is read-only", errno.EROFS, op, offset, length)
         if not step:
             raise NetblkError(f"{op_name(op)} {offset}+{length}: the instance at {self.where} "
                               f"does not offer {op_name(op)} (its device cannot)",

@@ -34,10 +34,23 @@ bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 sl
 	g->max_io = max_io;
 	g->max_read = max_io * read_datagrams_max;
 	g->slots = slots;
+	g->read_only = read_only;
+	if (read_only) {
+		/*
+		 * Nothing a client could write with: a write cache to flush,
+		 * FUA, TRIM or WRITE_ZEROES offered would invite requests
+		 * refused EROFS, and a block-device client's FLUSHes.
+		 */
+		g->discard_granularity = 0;
+		g->max_trim = 0;
+		g->max_write_zeroes = 0;
+		g->volatile_cache = false;
+		g->fua = false;
+		return true;
+	}
 	g->discard_granularity = limits.discard_granularity;
 	g->max_trim = request_limit(limits.max_discard_bytes, sector_size);
 	g->max_write_zeroes = request_limit(limits.max_write_zeroes_bytes, sector_size);
-	g->read_only = read_only;
 	g->volatile_cache = volatile_cache;
 	g->fua = fua;
 	return true;

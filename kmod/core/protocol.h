@@ -155,7 +155,8 @@ u32 max_io_for_mtu(u32 mtu, u32 sector_size);
 /*
  * Fills @g from the device and the mtu; false when no sector fits.  The
  * largest TRIM and WRITE_ZEROES are the device's, in whole sectors, at most
- * 1 GiB (one request's length is 32 bits; the block layer splits them).
+ * 1 GiB (one request's length is 32 bits; the block layer splits them).  A
+ * read-only instance offers none of them, nor a write cache or FUA.
  */
 bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
 		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits);

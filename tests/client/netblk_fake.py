@@ -10,7 +10,9 @@ tags when it has a key.
         c = Client("127.0.0.1", srv.port, timeout=0.02)
 
 Knobs (all attributes, changeable while it runs):
-    read_only, volatile, fua     what INFO says (read_only also refuses writes)
+    read_only, volatile, fua     what INFO says (read_only also refuses writes,
+               and, as an instance does, offers no write cache, FUA, TRIM
+               or WRITE_ZEROES)
     sector, max_io, max_read, slots
     delay      seconds each request holds its slots before it is answered;
                a request that finds too few free slots is answered EAGAIN
@@ -437,12 +439,15 @@ class FakeServer:
 
     def _serve_one(self, op, handle, offset, length, flags, data) -> list[bytes]:
         if op == OP_INFO:
-            iflags = (1 if self.read_only else 0) | (2 if self.volatile else 0) | \
-                (4 if self.fua else 0) | (24 if self.trim else 0)
-            big = 1 << 30 if self.trim else 0
+            # a read-only instance offers nothing a client could write with
+            writes = not self.read_only
+            trim = self.trim and writes
+            iflags = (1 if self.read_only else 0) | (2 if self.volatile and writes else 0) | \
+                (4 if self.fua and writes else 0) | (24 if trim else 0)
+            big = 1 << 30 if trim else 0
             body = struct.pack(">QIIIIIIIIIIQ", self.size, self.sector, self.sector, 0,
                                self.max_io, self.max_read, iflags, self.slots,
-                               self.sector if self.trim else 0, big, big, 0x5EED)
+                               self.sector if trim else 0, big, big, 0x5EED)
             # replies echo the request's offset and length (docs/protocol.md), 0 for INFO
             return [self._header(op, 0, handle, offset, length) + body]
         if op == OP_FLUSH:

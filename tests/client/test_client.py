@@ -87,16 +87,16 @@ def test_parse_range():
 
 
 @pytest.mark.parametrize("server", [dict(size=3 * MiB, sector=4096, max_io=8192, slots=128,
-                                         read_only=True, volatile=False, fua=True)],
+                                         volatile=False, fua=True)],
                          indirect=True)
 def test_info_parsing(server, capsys):
     with client_for(server) as c:
         info = c.info()
     assert info == netblk.Info(size=3 * MiB, sector_size=4096, physical_block_size=4096,
-                               io_opt=0, max_io=8192, max_read=16 * 8192, flags=0b11101,
+                               io_opt=0, max_io=8192, max_read=16 * 8192, flags=0b11100,
                                slots=128, discard_granularity=4096, max_trim=1 << 30,
                                max_write_zeroes=1 << 30, export_id=0x5EED)
-    assert info.read_only and not info.volatile_cache and info.fua
+    assert not info.read_only and not info.volatile_cache and info.fua
     assert info.trim and info.write_zeroes
 
     rc, out, _ = cli(server, "info", "--json", capsys=capsys)
@@ -104,12 +104,25 @@ def test_info_parsing(server, capsys):
     d = json.loads(out)
     assert d["size"] == 3 * MiB and d["max_read"] == 131072 and d["slots"] == 128
     assert d["export_id"] == 0x5EED
-    assert d["read_only"] is True and d["volatile_cache"] is False and d["fua"] is True
+    assert d["read_only"] is False and d["volatile_cache"] is False and d["fua"] is True
 
     rc, out, _ = cli(server, "info", capsys=capsys)
     assert rc == 0
     assert "3145728 bytes (3 MiB)" in out
-    assert "read-only" in out and "FUA honoured" in out and "slots        128" in out
+    assert "read-write" in out and "FUA honoured" in out and "slots        128" in out
+
+
+@pytest.mark.parametrize("server", [dict(read_only=True)], indirect=True)
+def test_info_of_a_read_only_instance(server, capsys):
+    with client_for(server) as c:
+        info = c.info()
+    # nothing a client could write with: no write cache, FUA, TRIM or WRITE_ZEROES
+    assert info.flags == netblk.INFO_READ_ONLY, info
+    assert (info.max_trim, info.max_write_zeroes, info.discard_granularity) == (0, 0, 0), info
+    rc, out, _ = cli(server, "info", capsys=capsys)
+    assert rc == 0
+    assert "access       read-only" in out and "flags        0x1 (read-only)" in out, out
+    assert "trim         no" in out and "write zeroes no" in out, out
 
 
 def test_info_reply_too_short(server):
@@ -407,6 +420,12 @@ def test_read_only_refuses_writes(server, capsys):
         assert str(ei.value) == "WRITE 0+512 refused: EROFS (the instance is read-only)"
         with pytest.raises(NetblkError, match="FLUSH refused: EROFS"):
             c.flush()
+        # the instance offers neither: the client says why, without asking
+        for call, what in ((c.trim, "TRIM"), (c.write_zeroes, "WRITE_ZEROES")):
+            with pytest.raises(NetblkError) as ei:
+                call(0, 4096)
+            assert ei.value.status == errno.EROFS, ei.value
+            assert f"{what} 0+4096" in str(ei.value) and "read-only" in str(ei.value), ei.value
         assert c.read(0, 512) == bytes(server.disk[:512])
 
 

@@ -279,6 +279,23 @@ def test_a_read_only_attach_reads_and_refuses_writes(attached):
     assert rc != 0, out
 
 
+def test_an_attachment_to_a_read_only_instance_sends_it_nothing_that_writes(attached, server):
+    c = attached
+    server.check(f"netblkctl stop {PORT} && netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1 ro",
+                 timeout=60)
+    out = c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    assert "read-only" in out, out
+    # an fsync of the device (busybox sync FILE) sends no FLUSH the instance refuses EROFS
+    rc, out = c.run(f"sync {DEV}", timeout=60)
+    st = attached_json(c)["stats"]
+    assert rc == 0 and st["errors"] == 0 and st["refused"] == 0, (out, st)
+    # the instance offers no write cache, FUA, TRIM or WRITE_ZEROES: the disk has none
+    q = "/sys/block/netblk0/queue"
+    got = c.check(f"cat {q}/write_cache {q}/fua {q}/discard_max_bytes "
+                  f"{q}/write_zeroes_max_bytes").split("\n")
+    assert [v.strip() for v in got[:4]] == ["write through", "0", "0", "0"], got
+
+
 FIO_VERIFY = ("fio --name=v --filename=/dev/netblk0 --ioengine=libaio --direct=1 "
               "--rw=randwrite --bs=4k --iodepth=32 --size=8m --verify=crc32c --verify_fatal=1 "
               "--do_verify=1 --randrepeat=0 --output-format=terse")

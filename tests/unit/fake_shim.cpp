@@ -147,8 +147,8 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	config.mtu = 1500;
 	config.slots = NETBLK_SLOTS;
 	config.nr_cpus = 2;
-	config.local_ip = test::server_ip;
-	config.port = test::server_port;
+	config.local_ip = o.local_ip ? o.local_ip : test::server_ip;
+	config.port = o.port ? o.port : test::server_port;
 	config.vlan = vlan;
 	memcpy(config.local_mac, test::server_mac, 6);
 	config.link_mtu = 1500;
@@ -165,7 +165,7 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	config.sessions = o.sessions;
 	config.export_id = netblk_core_export_id("8a5e0c1e", 8);
 	for (int i = 0; i < NETBLK_KEY_SIZE; i++)
-		config.secret[i] = (uint8_t)(0x5a ^ i);
+		config.secret[i] = o.secret ? o.secret[i] : (uint8_t)(0x5a ^ i);
 	test::session = test::client_session{};
 	if (o.key) {
 		config.keyed = 1;

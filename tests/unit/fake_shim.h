@@ -69,11 +69,15 @@ struct fake_options {
 	bool open_session = true;	/* HELLO twice, into test::session */
 	bool trim = true;		/* the disk can discard and write zeroes */
 	uint32_t gather_page = 0;	/* not 0: READs gathered into data pages this size */
+	const uint8_t *secret = nullptr;	/* 16 bytes: the instance's secret (else a fixed one) */
+	uint32_t local_ip = 0;		/* network order; 0: test::server_ip */
+	uint16_t port = 0;		/* 0: test::server_port */
 };
 
 /*
  * An instance's core on a fake disk of @disk_size bytes, 512-byte sectors,
- * mtu 1500, serving test::server_ip:7000, with test::session open on it
+ * mtu 1500, serving test::server_ip:7000 (or as @options say), with
+ * test::session open on it
  * (its two HELLOs leave no sent frames behind; fake_stats() counts from
  * after them).
  */

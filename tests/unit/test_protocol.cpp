@@ -146,7 +146,7 @@ TEST(Codec, HeaderRoundTripsBigEndian)
 
 TEST(Codec, InfoPayload)
 {
-	geometry g = make_geometry(true);
+	geometry g = make_geometry();
 	u8 p[info_payload_size];
 	memset(p, 0xff, sizeof(p));
 	encode_info(p, g);
@@ -156,13 +156,38 @@ TEST(Codec, InfoPayload)
 	EXPECT_EQ(load_be32(p + 16), 65536u);
 	EXPECT_EQ(load_be32(p + 20), 1024u);
 	EXPECT_EQ(load_be32(p + 24), 16384u);
-	EXPECT_EQ(load_be32(p + 28), info_flag_read_only | info_flag_volatile_cache | info_flag_fua |
-					     info_flag_trim | info_flag_write_zeroes);
+	EXPECT_EQ(load_be32(p + 28), info_flag_volatile_cache | info_flag_fua | info_flag_trim |
+					     info_flag_write_zeroes);
 	EXPECT_EQ(load_be32(p + 32), 256u);
 	EXPECT_EQ(load_be32(p + 36), 4096u);
 	EXPECT_EQ(load_be32(p + 40), 1u << 30);
 	EXPECT_EQ(load_be32(p + 44), 1u << 20);
 	EXPECT_EQ(load_be64(p + 48), 0x0123456789abcdefull);
+}
+
+/*
+ * A client cannot write to a read-only instance: offering it a write cache,
+ * FUA, TRIM or WRITE_ZEROES would invite requests refused EROFS (and a
+ * block-device client would send its FLUSHes there).
+ */
+TEST(Codec, ReadOnlyInfoOffersNothingThatWrites)
+{
+	geometry g = make_geometry(true);
+	u8 p[info_payload_size];
+	encode_info(p, g);
+	EXPECT_EQ(load_be32(p + 28), info_flag_read_only);
+	EXPECT_EQ(load_be32(p + 36), 0u) << "no discard granularity without TRIM";
+	EXPECT_EQ(load_be32(p + 40), 0u);
+	EXPECT_EQ(load_be32(p + 44), 0u);
+	EXPECT_EQ(load_be64(p), 256ull << 20) << "what it reads is as it was";
+	EXPECT_EQ(load_be32(p + 12), 4096u);
+	EXPECT_EQ(load_be32(p + 20), 1024u);
+	EXPECT_EQ(load_be32(p + 24), 16384u);
+
+	geometry back{};
+	ASSERT_TRUE(decode_info(p, sizeof(p), &back));
+	EXPECT_TRUE(back.read_only);
+	EXPECT_FALSE(back.volatile_cache || back.fua || back.max_trim || back.max_write_zeroes);
 }
 
 TEST(Codec, ExportIdNamesADeviceTheSameEveryTime)
@@ -177,7 +202,7 @@ TEST(Codec, ExportIdNamesADeviceTheSameEveryTime)
 
 TEST(Codec, InfoReadBackAsWritten)
 {
-	geometry g = make_geometry(true), back{};
+	geometry g = make_geometry(), back{};
 	u8 p[info_payload_size];
 	encode_info(p, g);
 	ASSERT_TRUE(decode_info(p, sizeof(p), &back));
@@ -192,7 +217,7 @@ TEST(Codec, InfoReadBackAsWritten)
 	EXPECT_EQ(back.max_trim, g.max_trim);
 	EXPECT_EQ(back.max_write_zeroes, g.max_write_zeroes);
 	EXPECT_EQ(back.export_id, g.export_id);
-	EXPECT_TRUE(back.read_only && back.volatile_cache && back.fua);
+	EXPECT_TRUE(!back.read_only && back.volatile_cache && back.fua);
 	EXPECT_FALSE(decode_info(p, sizeof(p) - 1, &back));
 
 	/* no TRIM flag: no TRIM, whatever the limit field holds */
