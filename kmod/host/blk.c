@@ -258,7 +258,10 @@ int netblk_host_disk_create(struct netblk_attachment *att, int major)
 		return err;
 
 	netblk_host_limits(att, &lim);
-	disk = netblk_alloc_disk(&att->tag_set, &lim, att->info.volatile_cache, att->info.fua, att);
+	/* a read-only attachment writes nothing: no cache to flush, no FUA to ask */
+	disk = netblk_alloc_disk(&att->tag_set, &lim,
+				 att->info.volatile_cache && !att->params.read_only,
+				 att->info.fua && !att->params.read_only, att);
 	if (IS_ERR(disk)) {
 		err = PTR_ERR(disk);
 		goto free_tags;

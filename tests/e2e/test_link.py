@@ -277,6 +277,13 @@ def test_a_read_only_attach_reads_and_refuses_writes(attached):
     c.check(f"dd if={DEV} bs=64k count=16 2>/dev/null | cmp /tmp/src -", timeout=120)
     rc, out = c.run(f"dd if=/tmp/src of={DEV} bs=64k count=1 oflag=direct", timeout=60)
     assert rc != 0, out
+    # it writes nothing, so it flushes nothing: an fsync sends no FLUSH, which
+    # an instance started read-only again later would refuse EROFS
+    q = "/sys/block/netblk0/queue"
+    assert c.check(f"cat {q}/write_cache {q}/fua").split() == ["write", "through", "0"]
+    sends = attached_json(c)["stats"]["sends"]
+    rc, out = c.run(f"sync {DEV}", timeout=60)
+    assert rc == 0 and attached_json(c)["stats"]["sends"] == sends, out
 
 
 def test_an_attachment_to_a_read_only_instance_sends_it_nothing_that_writes(attached, server):
