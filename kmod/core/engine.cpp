@@ -172,7 +172,12 @@ netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 netblk_rx_verdict engine::refuse_v1(rx_counters &c, u8 *data, u32 *len,
 				    const frame_layout &layout, const reply_route &route)
 {
-	u8 handle_offset_length[20];	/* v1 bytes 8-27, before the headers overwrite them */
+	/*
+	 * Its op and v1 bytes 8-27, before the headers overwrite them: the
+	 * reply's (no IPv4 options) may start before the request's did.
+	 */
+	u8 op = data[layout.payload_offset + 5];
+	u8 handle_offset_length[20];
 
 	copy_bytes(handle_offset_length, data + layout.payload_offset + 8, 20);
 	u32 at = write_frame_headers(data, route, v1_header_size, 0);
@@ -180,7 +185,7 @@ netblk_rx_verdict engine::refuse_v1(rx_counters &c, u8 *data, u32 *len,
 
 	store_be32(p, proto_magic);
 	p[4] = proto_version;
-	p[5] = (u8)(p[5] | op_reply_bit);
+	p[5] = (u8)(op | op_reply_bit);
 	store_be16(p + 6, status_eprotonosupport);
 	copy_bytes(p + 8, handle_offset_length, 20);
 	store_be16(p + 28, 0);

@@ -719,6 +719,16 @@ TEST_F(v2, VersionOneIsAnsweredInItsOwnHeader)
 	EXPECT_EQ(stats().old_version, 1u);
 	EXPECT_EQ(stats().refused_by[NETBLK_REFUSED_EPROTONOSUPPORT], 1u);
 	EXPECT_EQ(stats().refused, 1u);
+
+	/* behind IPv4 options the reply (without them) still names the request's op */
+	frames.push_back(std::make_unique<std::vector<u8>>(
+		udp_frame(server_ip, server_port, v1, 0x4000, 6)));
+	std::vector<u8> &f = *frames.back();
+	uint32_t len = (uint32_t)f.size();
+	ASSERT_EQ(netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, nullptr, 0, now),
+		  NETBLK_RX_REPLY);
+	EXPECT_EQ(f[eth_header_size + ipv4_header_size + udp_header_size + 5],
+		  op_write | op_reply_bit);
 }
 
 TEST_F(v2, AFullSessionTableRefusesNewSessionsAndKeepsItsOwn)
