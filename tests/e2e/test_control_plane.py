@@ -544,6 +544,11 @@ def wait_timed(g, name, seconds):
         time.sleep(0.2)
 
 
+def finished_at(g, name):
+    """When run_timed's NAME ended, in the guest's uptime."""
+    return float(g.check(f"cat /tmp/{name}.done").split()[2])
+
+
 def wait_reads(srv, sessions, seconds=60):
     """The fake server got READs from @sessions sessions: their attaches
     are in the partition scan."""
@@ -555,9 +560,6 @@ def wait_reads(srv, sessions, seconds=60):
 
 # An attach gives up on READs unanswered for this long (kmod/host/host.h).
 ATTACH_IO_WAIT = 15
-# What "answers within a second" is held to under TCG on a busy 2-core host:
-# far below the attach's deadline, which blocked them all before.
-PROMPT = 3.0
 
 
 def test_an_attach_that_hangs_holds_up_nothing_else(netblk):
@@ -577,15 +579,22 @@ def test_an_attach_that_hangs_holds_up_nothing_else(netblk):
         run_timed(g, "hung2", f"netblkctl attach {HOST} {bad.port} queue-depth=8")
         wait_reads(bad, 1)
         assert attached_disks(g) == ["netblk0"]	# not the half-made ones
-        for name, cmd, want in (("list", "netblkctl list", r"port 7000:.*/dev/netblk0"),
-                                ("stop", "netblkctl stop 7000", r"stopped serving on port 7000"),
-                                ("detach", "netblkctl detach netblk0", r"1 device detached")):
+        # All three at once, so that how long each takes on a slow machine (a
+        # debug kernel) adds up to nothing: each must end before the attaches
+        # give up -- what they waited for before (a bound on a hang, not a
+        # timing: the attaches cannot end before their deadline).
+        cmds = (("list", "netblkctl list", r"port 7000:.*/dev/netblk0"),
+                ("stop", "netblkctl stop 7000", r"stopped serving on port 7000"),
+                ("detach", "netblkctl detach netblk0", r"1 device detached"))
+        for name, cmd, _ in cmds:
             run_timed(g, name, cmd)
+        ended = {}
+        for name, cmd, want in cmds:
             done = wait_timed(g, name, 30)
             assert done, f"`{cmd}` still blocked 30 s later, behind the hung attaches"
             rc, took, out = done
             assert rc == 0 and re.search(want, out, re.S), (cmd, rc, out)
-            assert took < PROMPT, f"`{cmd}` took {took:.2f} s, behind the hung attaches"
+            ended[cmd] = finished_at(g, name)
             print(f"`{cmd}` took {took:.2f} s while two attaches hung")
         assert instances(g) == {}
         wait_reads(bad, 2)	# the second attach is in its scan too, not behind the first
@@ -598,6 +607,8 @@ def test_an_attach_that_hangs_holds_up_nothing_else(netblk):
                 rf"{ATTACH_IO_WAIT} s \(path MTU\? its disk\?\)\n", out), (rc, out)
             assert took < ATTACH_IO_WAIT + 30, f"the attach took {took:.1f} s"
             print(f"attach {name} failed after {took:.1f} s: {out.strip()}")
+            late = {cmd: at for cmd, at in ended.items() if at >= finished_at(g, name)}
+            assert not late, f"ended only once attach {name} had given up: {late}"
         assert attached_disks(g) == []
         assert not [d for d in g.check("ls /sys/block").split() if d.startswith("netblk")]
         assert re.search(rf"netblk\d: 10\.0\.2\.2:{bad.port} answered INFO but not the READs",
@@ -642,12 +653,13 @@ def test_a_detach_of_a_device_still_attaching_gives_it_up(netblk):
         done = wait_timed(g, "detach", 30)
         assert done, "detach all still blocked 30 s later, behind the attach"
         rc, took, out = done
-        assert (rc, out) == (0, "netblk: 1 device detached\n") and took < PROMPT, done
+        assert (rc, out) == (0, "netblk: 1 device detached\n"), done
+        print(f"`netblkctl detach all` took {took:.2f} s while an attach hung")
         done = wait_timed(g, "hung", 30)
         assert done, "the attach outlived its detach"
         rc, took, out = done
+        # what ended it: the detach (its message), not its deadline's
         assert (rc, out) == (1, "netblkctl: /dev/netblk0 was detached while it attached\n"), done
-        assert took < ATTACH_IO_WAIT, f"the attach took {took:.1f} s: its deadline, not the detach"
         assert attached_disks(g) == []
         assert not [d for d in g.check("ls /sys/block").split() if d.startswith("netblk")]
     finally:
