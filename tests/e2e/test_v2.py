@@ -32,8 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "client"))
 
 from nbtest import instances, refused, start  # noqa: E402
-from netblk import (HEADER_SIZE, OP_WRITE, Auth, Client, NetblkError, NetblkTimeout,  # noqa: E402
-                    pack_header, parse_key, unpack_header)
+from netblk import (HEADER_SIZE, OP_INFO, OP_READ, OP_WRITE, Auth, Client,  # noqa: E402
+                    NetblkError, NetblkTimeout, hello, pack_header, parse_key, unpack_header)
 
 P1 = "/dev/nvme0n1p1"
 PORT = 7000
@@ -294,6 +294,80 @@ def test_clients_behind_one_address_never_push_each_other_out(netblk):
     refused(g, r"per-source=2000 is more than the instance's sessions=1024", "start", P1,
             PORT + 1, "per-source=2000")
     refused(g, r"bad per-source= '0'", "start", P1, PORT + 1, "per-source=0")
+
+
+def _answers(sock, quiet=1.0, limit=60.0):
+    """Every datagram until none came for @quiet s (at most @limit s), parsed."""
+    got, end = [], time.monotonic() + limit
+    while time.monotonic() < end:
+        if not select.select([sock], [], [], quiet)[0]:
+            break
+        got.append(unpack_header(sock.recv(65536)))
+    return got
+
+
+def test_a_replayed_read_is_served_four_times_and_a_reused_number_never(netblk):
+    """docs/protocol.md, "Exactly once": one captured READ datagram of 16 KiB
+    sent 20 times brings 4 answers of 16 datagrams and an EALREADY header for
+    each other copy; once 1100 newer numbers pushed it below the window, it
+    and an INFO are refused ESTALE; a number sent again for another request
+    is refused EEXIST and not executed.  Each is a refusal, by status, and
+    none an I/O error."""
+    g = netblk
+    start(g, P1, PORT)
+    off = 88 << 20
+    data = os.urandom(16384)
+    with client(g) as c:
+        c.write(off, data)
+    before = stats(g)
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.connect(("127.0.0.1", g.host_port(PORT)))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8 << 20)
+        sess = hello(s)
+
+        def send(op, offset, length, seq, payload=b""):
+            s.send(pack_header(op, offset, length, seq, session=sess.id, token=sess.token)
+                   + payload)
+
+        read = pack_header(OP_READ, off, 16384, 1, session=sess.id, token=sess.token)
+        for _ in range(20):
+            s.send(read)
+            time.sleep(0.05)  # one at a time: each finds a slot
+        got = _answers(s)
+        served = [r for r in got if r["status"] == 0]
+        already = [r for r in got if r["status"] == errno.EALREADY]
+        assert len(served) == 4 * 16 and len(already) == 16, \
+            (len(served), len(already), {r["status"] for r in got})
+        assert all(r["data"] == data[r["offset"] - off:][:r["length"]] for r in served)
+        assert all(r["data"] == b"" for r in already)
+
+        send(OP_INFO, 0, 0, 2)
+        for seq in range(3, 1103):  # a window and more of newer numbers
+            send(OP_READ, off, 512, seq)
+            if seq % 64 == 0:
+                _answers(s, quiet=0.3)
+        _answers(s, quiet=0.5)
+        send(OP_READ, off, 16384, 1)
+        send(OP_INFO, 0, 0, 2)
+        got = _answers(s)
+        assert sorted((r["op"] & 0x7f, r["status"], len(r["data"])) for r in got) == \
+            [(OP_INFO, errno.ESTALE, 0), (OP_READ, errno.ESTALE, 0)], got
+
+        send(OP_WRITE, off, 512, 1200, data[:512])
+        assert [r["status"] for r in _answers(s)] == [0]
+        send(OP_WRITE, off + 512, 512, 1200, os.urandom(512))  # another offset, same number
+        assert [r["status"] for r in _answers(s)] == [errno.EEXIST]
+    finally:
+        s.close()
+    with client(g) as c:
+        assert c.read(off, 16384) == data, "the refused WRITE was executed"
+    after = stats(g)
+    d = {k: after[k] - before[k] for k in ("refused_ealready", "refused_estale",
+                                           "refused_eexist", "served_again", "io_errors",
+                                           "writes", "stale")}
+    assert d == {"refused_ealready": 16, "refused_estale": 2, "refused_eexist": 1,
+                 "served_again": 3, "io_errors": 0, "writes": 1, "stale": 2}, d
 
 
 def guest_key(g):
