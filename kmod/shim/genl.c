@@ -283,15 +283,17 @@ static int netblk_put_allow(struct sk_buff *skb, const struct netblk_instance *i
 static int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 			       unsigned int what)
 {
-	u32 xdp_dropped = netblk_monitor_xdp_dropped(inst->nic);
+	/* NULL once it has gone: its name as it was, no ifindex (it may be another's now) */
+	const struct net_device *nic = inst->nic;
+	u32 xdp_dropped = nic ? netblk_monitor_xdp_dropped(nic) : 0;
 
 	if (nla_put_string(skb, NETBLK_A_DEVICE, inst->device) ||
 	    nla_put_string(skb, NETBLK_A_DISK_NAME, inst->disk_name) ||
 	    (xdp_dropped && nla_put_u32(skb, NETBLK_A_XDP_DROPPED, xdp_dropped)) ||
 	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
 	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
-	    nla_put_string(skb, NETBLK_A_IFNAME, inst->nic->name) ||
-	    nla_put_u32(skb, NETBLK_A_IFINDEX, inst->nic->ifindex) ||
+	    nla_put_string(skb, NETBLK_A_IFNAME, netblk_nic_name(inst)) ||
+	    (nic && nla_put_u32(skb, NETBLK_A_IFINDEX, nic->ifindex)) ||
 	    nla_put_string(skb, NETBLK_A_DRIVER, inst->driver) ||
 	    (inst->vlan && nla_put_u16(skb, NETBLK_A_VLAN, inst->vlan)) ||
 	    nla_put_in_addr(skb, NETBLK_A_ADDR, inst->addr) ||

@@ -36,28 +36,35 @@ u32 netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
 /*
  * A refusal of a multi-buffer frame: its headers go out in a page of their
  * own, since the frame would take its other buffers along.  The CPU copies
- * only the headers it wrote.  NULL when no page can be had.
+ * only the headers it wrote.  NULL when no page can be had, or the NIC has
+ * gone (its rxq with it: netblk_nic_detach).
  */
 static struct xdp_frame *netblk_reply_alone(struct netblk_instance *inst,
 					    struct xdp_frame *frame, u32 len)
 {
 	struct page *page = alloc_page(GFP_ATOMIC | __GFP_NOWARN);
-	struct xdp_frame *reply;
+	struct xdp_frame *reply = NULL;
 	u8 *data;
 
 	if (!page)
 		return NULL;
 	data = (u8 *)page_address(page) + XDP_PACKET_HEADROOM;
 	memcpy(data, frame->data, len);
-	reply = netblk_buffer_frame(inst, data, len);
-	put_page(page);		/* the reply's reference is the one left */
+	rcu_read_lock();
+	if (!netblk_nic_gone(inst))
+		reply = netblk_buffer_frame(inst, data, len);
+	rcu_read_unlock();
+	put_page(page);		/* the reply's reference is the one left, if any */
 	return reply;
 }
 
 /* Refusals answered from the receive path, sent in one transmit a bulk. */
 #define NETBLK_RX_REPLY_BULK 16
 
-/* Refusals go out from the NIC's own softirq: what it does not take is freed. */
+/*
+ * Refusals go out from the NIC's own softirq: what it does not take is
+ * freed, and counted -- all of them once the NIC has gone.
+ */
 static void netblk_handoff_reply(struct netblk_instance *inst, u32 cpu,
 				 struct xdp_frame **replies, u32 n)
 {

@@ -4,7 +4,8 @@
  * address the instance answers on or lowers its MTU below the instance's,
  * the instance waits for it to come back as it was, holding its disk and its
  * port, and serves again by itself (nic-loss=wait, the default; with
- * nic-loss=stop it stops).  When its NIC goes away, fails every reply, or
+ * nic-loss=stop it stops).  When its NIC goes away (the instance lets go of
+ * it at once, whether its disk answers or not), fails every reply, or
  * starts hiding VLAN tags from XDP; when its own netblk<port> device is taken
  * down by hand; or when its block device is removed, the instance stops on
  * its own.  Each says why on the events group.  A NIC whose driver drops
@@ -125,11 +126,8 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 	u32 mtu = READ_ONCE(adev->mtu);
 	const char *feature;
 
+	/* unregistering: netblk_check_nic_leaving() comes first */
 	*can_wait = false;
-	if (nic->reg_state != NETREG_REGISTERED || adev->reg_state != NETREG_REGISTERED) {
-		snprintf(msg, size, "%s is going away", adev->name);
-		return NETBLK_REASON_NIC_GONE;
-	}
 	if (!(nic->flags & IFF_UP) || !(adev->flags & IFF_UP)) {
 		snprintf(msg, size, "%s went down", adev->name);
 		*can_wait = true;
@@ -194,12 +192,39 @@ static void netblk_announce_io_error(struct netblk_instance *inst)
 	netblk_genl_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
 }
 
+/*
+ * Its NIC, or the device its address is on, is being unregistered: the
+ * instance lets go of both at once (netblk_nic_detach), serving, waiting or
+ * already stopping for a disk that does not answer, and stops.  The kernel
+ * tells the notifiers again each second until it has, which kicks the
+ * reaper again: an instance still starting then is seen once it has.
+ */
+static void netblk_check_nic_leaving(struct netblk_instance *inst)
+{
+	struct net_device *dev = netblk_nic_leaving(inst);
+	char msg[IFNAMSIZ + 16];
+	u32 at_disk;
+
+	if (!dev)
+		return;
+	at_disk = netblk_core_at_disk(inst->core);
+	snprintf(msg, sizeof(msg), "%s is going away", dev->name);
+	if (at_disk)
+		pr_info("port %u lets go of %s: it is going away; the answers to the %u requests still at %s are dropped\n",
+			inst->port, dev->name, at_disk, inst->device);
+	else
+		pr_info("port %u lets go of %s: it is going away\n", inst->port, dev->name);
+	netblk_nic_detach(inst);
+	netblk_instance_stop(inst, NETBLK_REASON_NIC_GONE, msg);
+}
+
 static void netblk_check_instance(struct netblk_instance *inst)
 {
 	enum netblk_stop_reason reason;
 	bool can_wait;
 	char msg[128];
 
+	netblk_check_nic_leaving(inst);
 	if (inst->state == NETBLK_STATE_STOPPING) {
 		/* released once drained; announced if that takes long */
 		if (!netblk_instance_finish(inst) &&

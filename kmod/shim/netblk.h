@@ -96,10 +96,15 @@ struct netblk_instance {
 
 	struct netblk_bdev disk;		/* the block device it serves (compat.h) */
 	char disk_name[BDEVNAME_SIZE];	/* as the kernel names it: nvme0n1p1 */
+	/*
+	 * Both NULL once either is unregistered (netblk_nic_detach): under
+	 * netblk_lock, or under RCU when netblk_nic_gone() said no.
+	 */
 	struct net_device *nic;		/* the NIC its XDP program runs on */
 	netdevice_tracker nic_tracker;
 	struct net_device *addr_dev;	/* where its address is: the NIC, or its VLAN device */
 	netdevice_tracker addr_dev_tracker;
+	char nic_name[IFNAMSIZ];	/* the NIC's, as it was when it went */
 	char driver[NETBLK_DRIVER_MAX];	/* the NIC's */
 	__be32 addr;			/* the IPv4 address it answers on */
 	struct socket *port_sock;	/* holds the port against other sockets */
@@ -129,7 +134,7 @@ struct netblk_instance {
 
 	/* monitor.c */
 	bool bdev_dead;			/* the holder was told the disk is gone */
-	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, NETBLK_TX_FAILED */
+	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, _TX_FAILED, _NIC_GONE */
 	u64 io_error_offset;		/* the last failed request's */
 	unsigned long io_error_announced; /* jiffies */
 	bool tx_rearm;			/* resumed: the worker forgets the NIC's failures */
@@ -137,6 +142,13 @@ struct netblk_instance {
 
 #define NETBLK_IO_ERROR_PENDING	0	/* a disk error not announced yet */
 #define NETBLK_TX_FAILED	1	/* the NIC fails every transmit: stop */
+#define NETBLK_NIC_GONE		2	/* the NIC let go of: nothing goes out any more */
+
+/* Whether the NIC was let go of (netblk_nic_detach): read under RCU before inst->nic. */
+static inline bool netblk_nic_gone(const struct netblk_instance *inst)
+{
+	return test_bit(NETBLK_NIC_GONE, &inst->flags);
+}
 
 /* All instances; netblk_lock serialises start, stop, list and unload. */
 extern struct list_head netblk_instances;
@@ -163,6 +175,9 @@ u64 netblk_instance_waiting_ms(const struct netblk_instance *inst);
 int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
 		    struct netlink_ext_ack *extack);
 void netblk_nic_put(struct netblk_instance *inst);
+struct net_device *netblk_nic_leaving(const struct netblk_instance *inst);
+void netblk_nic_detach(struct netblk_instance *inst);
+const char *netblk_nic_name(const struct netblk_instance *inst);
 bool netblk_nic_has_addr(struct net_device *dev, __be32 addr);
 int netblk_nic_check_cpu(struct netblk_instance *inst, u32 cpu, struct netlink_ext_ack *extack);
 void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
@@ -185,6 +200,7 @@ int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32
 struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
+void netblk_buffers_unreg_rxq(struct netblk_instance *inst);
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
 void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);

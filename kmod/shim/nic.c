@@ -352,14 +352,66 @@ void netblk_nic_put(struct netblk_instance *inst)
 	inst->nic = NULL;
 }
 
+/* The NIC's name, or the one it had when it went. */
+const char *netblk_nic_name(const struct netblk_instance *inst)
+{
+	return inst->nic ? inst->nic->name : inst->nic_name;
+}
+
+/*
+ * The NIC or the device the address is on, if either is being unregistered
+ * (NULL if neither is, or they were let go of already).  Unregistering waits
+ * for every reference to the device (netdev_wait_allrefs()), and tells the
+ * netdev notifiers again each second meanwhile.
+ */
+struct net_device *netblk_nic_leaving(const struct netblk_instance *inst)
+{
+	lockdep_assert_held(&netblk_lock);
+	if (!inst->nic)
+		return NULL;
+	if (inst->nic->reg_state != NETREG_REGISTERED)
+		return inst->nic;
+	if (inst->addr_dev->reg_state != NETREG_REGISTERED)
+		return inst->addr_dev;
+	return NULL;
+}
+
+/*
+ * Let go of the NIC and the address device now, not once the disk has
+ * answered: a disk that does not answer would hold up their unregistration
+ * -- `ip link del` of the VLAN device, a driver unbind, a VF removal -- for
+ * as long as it does not (as macvlan and vlan let go of a lower device on
+ * its NETDEV_UNREGISTER).  Nothing is sent from here on: every transmit
+ * looks at NETBLK_NIC_GONE under RCU before it touches the NIC or the rxq,
+ * and those that looked before it was set are waited out.  What the disk
+ * still holds -- slots, bios, the frames it reads into or writes from -- are
+ * pages, not the NIC's: they stay the instance's until the disk answers.
+ */
+void netblk_nic_detach(struct netblk_instance *inst)
+{
+	lockdep_assert_held(&netblk_lock);
+	if (!inst->nic || netblk_nic_gone(inst))
+		return;
+	strscpy(inst->nic_name, inst->nic->name, sizeof(inst->nic_name));
+	set_bit(NETBLK_NIC_GONE, &inst->flags);
+	synchronize_rcu();
+	netblk_buffers_unreg_rxq(inst);
+	netblk_nic_put(inst);
+}
+
 /*
  * Replies follow the NIC's MTU and MAC as they are now (an MTU lowered under
  * the instance must not make them too long): the worker refreshes them each
- * round, which costs two loads when nothing changed.
+ * round, which costs two loads when nothing changed.  Once the NIC is gone
+ * nothing is sent, and nothing is refreshed.
  */
 void netblk_nic_refresh_link(struct netblk_instance *inst)
 {
-	struct net_device *dev = inst->addr_dev;
+	struct net_device *dev;
 
-	netblk_core_set_link(inst->core, READ_ONCE(dev->mtu), dev->dev_addr);
+	rcu_read_lock();
+	dev = netblk_nic_gone(inst) ? NULL : READ_ONCE(inst->addr_dev);
+	if (dev)
+		netblk_core_set_link(inst->core, READ_ONCE(dev->mtu), dev->dev_addr);
+	rcu_read_unlock();
 }

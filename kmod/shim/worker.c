@@ -37,16 +37,17 @@ static void netblk_frame_restore(struct xdp_frame *frame, u16 headroom, u32 len)
 
 /*
  * Hand @n frames to the NIC in one ndo_xdp_xmit with one flush: how many it
- * took (the first ones), or its error.  The NIC's ndo_xdp_xmit expects to
- * run with bottom halves off and under RCU, as it does from a NAPI poll (from
- * a kernel thread without that, virtio-net's locked transmit mode
- * deadlocks).
+ * took (the first ones), or its error -- -ENODEV once the NIC is gone
+ * (netblk_nic_detach).  The NIC's ndo_xdp_xmit expects to run with bottom
+ * halves off and under RCU, as it does from a NAPI poll (from a kernel
+ * thread without that, virtio-net's locked transmit mode deadlocks); the
+ * same RCU section keeps the NIC while it has not gone.
  */
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n)
 {
-	struct net_device *nic = inst->nic;
 	u16 headroom[NETBLK_TX_BATCH];
 	u32 len[NETBLK_TX_BATCH], i;
+	struct net_device *nic;
 	int sent;
 
 	n = min_t(u32, n, NETBLK_TX_BATCH);
@@ -56,7 +57,8 @@ int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32
 	}
 	local_bh_disable();
 	rcu_read_lock();
-	sent = nic->netdev_ops->ndo_xdp_xmit(nic, n, frames, XDP_XMIT_FLUSH);
+	nic = netblk_nic_gone(inst) ? NULL : READ_ONCE(inst->nic);
+	sent = nic ? nic->netdev_ops->ndo_xdp_xmit(nic, n, frames, XDP_XMIT_FLUSH) : -ENODEV;
 	rcu_read_unlock();
 	local_bh_enable();
 	for (i = sent > 0 ? sent : 0; i < n; i++)
@@ -149,12 +151,22 @@ static void netblk_pages_free(struct page ***pages, u32 nr)
 	*pages = NULL;
 }
 
+/*
+ * Before the NIC it names goes: the frames built on it need nothing of it
+ * once built (their memory model, MEM_TYPE_PAGE_ORDER0, is put_page), and
+ * none is built after it (netblk_nic_detach).
+ */
+void netblk_buffers_unreg_rxq(struct netblk_instance *inst)
+{
+	if (xdp_rxq_info_is_reg(&inst->rxq))
+		xdp_rxq_info_unreg(&inst->rxq);
+}
+
 void netblk_buffers_exit(struct netblk_instance *inst)
 {
 	u32 slots, i;
 
-	if (xdp_rxq_info_is_reg(&inst->rxq))
-		xdp_rxq_info_unreg(&inst->rxq);
+	netblk_buffers_unreg_rxq(inst);
 	/* Pages the NIC still transmits are freed by its put_page, later. */
 	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
 		if (inst->spare[i])
@@ -232,7 +244,10 @@ void netblk_shim_reply_done(struct netblk_instance *inst, u32 slot)
 	inst->spare_of[slot] = -1;
 }
 
-/* An xdp_frame over a buffer of ours (a slot's, a spare), with a reference for the NIC. */
+/*
+ * An xdp_frame over a buffer of ours (a slot's, a spare), with a reference
+ * for the NIC.  Under RCU, the NIC not gone: the rxq is still registered.
+ */
 struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len)
 {
 	struct page *page = virt_to_head_page(data);
@@ -272,6 +287,13 @@ u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *t
 	int sent;
 
 	*error = 0;
+	rcu_read_lock();	/* the rxq, and the NIC, while it has not gone */
+	if (unlikely(netblk_nic_gone(inst))) {
+		/* the NIC went: the core drops the replies, counted */
+		rcu_read_unlock();
+		*error = -ENODEV;
+		return 0;
+	}
 	for (nr = 0; nr < n && nr < NETBLK_TX_BATCH; nr++) {
 		struct xdp_frame *frame = tx[nr].frame;
 
@@ -296,6 +318,7 @@ u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *t
 	for (i = sent; i < nr; i++)
 		if (!tx[i].frame)
 			xdp_return_frame(frames[i]);
+	rcu_read_unlock();
 	return sent;
 }
 

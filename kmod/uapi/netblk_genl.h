@@ -103,12 +103,12 @@ enum netblk_attr {
 	NETBLK_A_DEVICE,	/* string: block device path, e.g. /dev/nvme0n1p3 */
 	NETBLK_A_PORT,		/* u16: UDP port, host order */
 	NETBLK_A_READ_ONLY,	/* flag */
-	NETBLK_A_IFNAME,	/* string: NIC */
+	NETBLK_A_IFNAME,	/* string: NIC (once it went away: the name it had) */
 	NETBLK_A_MTU,		/* u32 */
 	NETBLK_A_CPU,		/* u32: the worker's cpu */
 	NETBLK_A_POLL_US,	/* u32 */
 	NETBLK_A_ALL,		/* flag: STOP every instance */
-	NETBLK_A_IFINDEX,	/* u32 */
+	NETBLK_A_IFINDEX,	/* u32: the NIC's; an instance's, not once its NIC went away */
 	NETBLK_A_ADDR,		/* u32: IPv4 address, network order */
 	NETBLK_A_SIZE,		/* u64: device size in bytes */
 	NETBLK_A_SECTOR_SIZE,	/* u32: logical block size */
