@@ -148,6 +148,24 @@ def pool_releases(g) -> dict[str, list[int]]:
     return seen
 
 
+def pools_waiting(g) -> dict[str, list[int]]:
+    """The destroyed page pools still waiting for pages (a release retry
+    later): there must be some while a stuck disk holds the NIC's frames."""
+    g.run("sleep 1.5")  # one release retry
+    waiting = {p: n for p, n in pool_releases(g).items() if n[-1] > 0}
+    assert waiting, f"no destroyed pool waits for its pages: {pool_releases(g)}"
+    return waiting
+
+
+def wait_pools_freed(g, waiting):
+    """Every pool of @waiting got its pages back and was freed."""
+    for _ in range(50):
+        if all(pool_releases(g)[p][-1] == 0 for p in waiting):
+            return
+        g.run("sleep 0.2")
+    pytest.fail(f"pages never came back: {pool_releases(g)}")
+
+
 def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
     """WRITEs at a stuck disk hold the frames the NIC received them in
     (vmxnet3: pages of its page_pool).  The NIC goes down meanwhile: the
@@ -186,18 +204,11 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
             g.run("sleep 0.1")
         assert instances(g)[7000]["state"] == "stopping"
         if traced:
-            g.run("sleep 1.5")  # one release retry
-            waiting = {p: n for p, n in pool_releases(g).items() if n[-1] > 0}
-            assert waiting, f"no destroyed pool waits for its pages: {pool_releases(g)}"
+            waiting = pools_waiting(g)
         g.check(f"{DMSETUP} resume {DM}")
         wait_stopped(g, 7000, "eth0 went down", 30)
         if traced:
-            for _ in range(50):
-                if all(pool_releases(g)[p][-1] == 0 for p in waiting):
-                    break
-                g.run("sleep 0.2")
-            assert all(pool_releases(g)[p][-1] == 0 for p in waiting), \
-                f"pages never came back: {pool_releases(g)}"
+            wait_pools_freed(g, waiting)
     finally:
         if traced:
             g.run(f"echo 0 > {TRACE}/events/page_pool/page_pool_release/enable")
@@ -404,18 +415,11 @@ def test_the_nic_goes_at_once_while_its_disk_holds_its_frames(suspended_dm):
         assert g.run("test -e /sys/class/net/eth0")[0] != 0, "eth0 is still there"
         g.check("netblkctl list")
         if traced:
-            g.run("sleep 1.5")  # one release retry
-            waiting = {p: n for p, n in pool_releases(g).items() if n[-1] > 0}
-            assert waiting, f"no destroyed pool waits for its pages: {pool_releases(g)}"
+            waiting = pools_waiting(g)
         g.check(f"{DMSETUP} resume {DM}")
         wait_stopped(g, 7000, r": eth0 is going away$", 30)
         if traced:
-            for _ in range(50):
-                if all(pool_releases(g)[p][-1] == 0 for p in waiting):
-                    break
-                g.run("sleep 0.2")
-            assert all(pool_releases(g)[p][-1] == 0 for p in waiting), \
-                f"pages never came back: {pool_releases(g)}"
+            wait_pools_freed(g, waiting)
     finally:
         if traced:
             g.run(f"echo 0 > {TRACE}/events/page_pool/page_pool_release/enable")
