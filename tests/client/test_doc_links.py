@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted({ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("*/README.md"),
-               *ROOT.glob("tools/*/README.md")})
+DOCS = sorted(p for p in {ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("*/README.md"),
+                          *ROOT.glob("tools/*/README.md")}
+              if not any(part.startswith(".") for part in p.relative_to(ROOT).parts))  # .pytest_cache
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 
 
