@@ -7,9 +7,9 @@ QEMU guest (ci/guest.py), on the same emulated NVMe partition
                 [--workloads randread,randwrite]
                 [--systems netblk-v1,netblk,netblk-auth-header,netblk-auth-full,nbd-server,local]
                 [--rounds 1]
-                [--nic virtio|vmxnet3] [--out bench/results-host.json]
+                [--nic virtio|vmxnet3] [--out bench/host/results.json]
     (make bench BENCH_ARGS='--seconds 4'; --nic vmxnet3 writes
-    bench/results-host-vmxnet3.json unless --out says otherwise)
+    bench/host/results-vmxnet3.json unless --out says otherwise)
 
 Systems:
   netblk-v1   protocol v1's module, netblkctl and netblk-load (main before the
@@ -436,7 +436,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=1,
                     help="run every system this many times over, in turn (1)")
     ap.add_argument("--out", default=None,
-                    help="bench/results-host.json (--nic vmxnet3: bench/results-host-vmxnet3.json)")
+                    help="bench/host/results.json (--nic vmxnet3: bench/host/results-vmxnet3.json)")
     ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
                     help="the guest's NIC model (NETBLK_NIC, virtio by default)")
     ap.add_argument("--memory", type=int, default=2048, help="guest MiB (2048)")
@@ -450,7 +450,7 @@ def main() -> int:
     a = ap.parse_args()
     if a.out is None:
         suffix = "" if a.nic == "virtio" else f"-{a.nic}"
-        a.out = str(ROOT / "bench" / f"results-host{suffix}.json")
+        a.out = str(ROOT / "bench" / "host" / f"results{suffix}.json")
 
     sizes = [parse_size(s) for s in a.sizes.split(",")]
     windows = [int(w) for w in a.windows.split(",")]

@@ -9,7 +9,7 @@ back.  Standard library only.
 
     ci/bench_client.py [--seconds 4] [--systems netblk,nvme-tcp,nbd,aoe,local,md-netblk,md-nvme-tcp]
                        [--rounds 1]
-                       [--nic virtio|vmxnet3] [--out bench/results.json]
+                       [--nic virtio|vmxnet3] [--out bench/peers/results.json]
     (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too)
 
 Systems (the server guest's side, then the client guest's):
@@ -492,8 +492,8 @@ def main() -> int:
                          "randread:512:32,randread:4k:32 (md systems keep theirs)")
     ap.add_argument("--nic", default=NIC, choices=sorted(NIC_MODELS),
                     help="the guests' NIC model (NETBLK_NIC, virtio by default)")
-    ap.add_argument("--out", default=None, help="bench/results.json, and its plot "
-                    "bench/results.png (--nic vmxnet3: bench/results-vmxnet3.json)")
+    ap.add_argument("--out", default=None, help="bench/peers/results.json, and its plot "
+                    "bench/peers/results.png (--nic vmxnet3: bench/peers/results-vmxnet3.json)")
     ap.add_argument("--host-rmem", type=int, default=8 << 20, metavar="BYTES",
                     help="this host's net.core.rmem_default while the guests start (the link's "
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
@@ -524,7 +524,7 @@ def main() -> int:
         return 2
     if a.out is None:
         suffix = "" if a.nic == "virtio" else f"-{a.nic}"
-        a.out = str(ROOT / "bench" / f"results{suffix}.json")
+        a.out = str(ROOT / "bench" / "peers" / f"results{suffix}.json")
 
     rmem_path = Path("/proc/sys/net/core/rmem_default")
     rmem_old = rmem_path.read_text().strip()
