@@ -195,7 +195,7 @@ E2E_TESTS_6.1_virtio := tests/e2e/test_datapath.py tests/e2e/test_control_plane.
 	without_a_copy or attach_mkfs or rmmod_detaches or holds_up_nothing"
 e2e_tests = $(if $(filter all,$(E2E)),tests/e2e,$(or $(E2E_TESTS_$(1)_$(2)),tests/e2e))
 
-e2e: $(E2E_MODULES) netblkctl load
+e2e: $(E2E_MODULES) netblkctl load insn-plugin
 	@set -e; $(foreach k,$(KERNELS),$(foreach nic,$(or $(NICS_$(k)),$(NICS)), \
 		echo "== e2e on $(k), $(nic)"; \
 		NETBLK_KERNEL=$(k) NETBLK_NIC=$(nic) $(PYTHON) -m pytest -v \
@@ -214,7 +214,7 @@ ARM64_TESTS ?= tests/e2e
 ARM64_SUBSET := tests/e2e/test_datapath.py tests/e2e/test_control_plane.py \
 	-k "test_datapath or refused or start_list_stop"
 
-e2e-arm64: deps-arm64 module-arm64 netblkctl-arm64 load-arm64
+e2e-arm64: deps-arm64 module-arm64 netblkctl-arm64 load-arm64 insn-plugin
 	NETBLK_ARCH=arm64 ci/fetch-sysroot.sh $(ARM64_GUEST_PKGS) >/dev/null
 	NETBLK_ARCH=arm64 NETBLK_NIC=virtio $(PYTHON) -m pytest -v $(ARM64_TESTS)
 
@@ -270,7 +270,7 @@ debug-module: debug-kernel
 	$(call build_module_copy,$(DEBUG_MODULE),$(DEBUG_KDIR))
 
 check-debug: deps
-	$(MAKE) debug-module netblkctl load
+	$(MAKE) debug-module netblkctl load insn-plugin
 	NETBLK_KERNEL=debug NETBLK_LIFECYCLE_LOOPS=$(LIFECYCLE_LOOPS) $(PYTHON) -m pytest -v tests/e2e
 
 demo: deps
@@ -373,6 +373,20 @@ clean:
 	rm -rf build/unit build/guest build/bpf build/module-6.1 build/module-newest \
 		tools/netblkctl/netblkctl tools/netblk-load/netblk-load
 
+# The TCG plugin that counts each vCPU's instructions (ci/insn_count.py):
+# what a request costs a guest, without the noise of CPU time under TCG.
+# Its header is in no binary package: Debian's qemu source package has it.
+QEMU_PLUGIN_DIR := build/qemu-plugin
+.PHONY: insn-plugin
+insn-plugin: $(QEMU_PLUGIN_DIR)/libinsn_count.so
+
+$(QEMU_PLUGIN_DIR)/qemu-plugin.h:
+	ci/fetch-qemu-plugin-header.sh $@
+
+$(QEMU_PLUGIN_DIR)/libinsn_count.so: ci/qemu-plugin/insn_count.c $(QEMU_PLUGIN_DIR)/qemu-plugin.h
+	$(CC) -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter -fPIC -shared \
+		-I$(QEMU_PLUGIN_DIR) -o $@ $< -lpthread
+
 # The load generator (tools/netblk-load/README.md) and the benchmark against
 # nbd-server and the local disk (bench/README.md).
 .PHONY: load bench bench-v1 bench-client
@@ -388,7 +402,7 @@ BENCH_PKGS := nbd-client vblade python3-matplotlib
 
 bench: deps
 	ci/install-deps.sh $(BENCH_PKGS)
-	$(MAKE) bench-module netblkctl load bench-v1
+	$(MAKE) bench-module netblkctl load bench-v1 insn-plugin
 	$(PYTHON) ci/bench.py $(BENCH_ARGS)
 	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
 
@@ -396,7 +410,7 @@ bench: deps
 BENCH_CLIENT_ARGS ?=
 bench-client: deps
 	ci/install-deps.sh $(BENCH_PKGS)
-	$(MAKE) bench-module netblkctl
+	$(MAKE) bench-module netblkctl insn-plugin
 	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
 
 # Protocol v1 as it was (main before the v2 merge), for the bench's netblk-v1.

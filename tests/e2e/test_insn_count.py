@@ -1,0 +1,36 @@
+"""ci/insn_count.py and its QEMU plugin (ci/qemu-plugin/insn_count.c), from
+which `make bench` states what a request costs each guest: each vCPU's count
+is of what that vCPU executed, and the same work counts the same twice."""
+
+from __future__ import annotations
+
+from insn_count import InsnCounter
+
+COUNTER = InsnCounter("insn_count")
+GUEST_OPTIONS = {"qemu_args": COUNTER.qemu_args(), "smp": 2}
+
+# about 5 * 10^8 instructions of busybox sh on vCPU 1: a few seconds under TCG
+SPIN = "taskset -c 1 sh -c 'i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done'"
+
+
+def spin_counts(g) -> list[int]:
+    """What each vCPU executed while vCPU 1 ran SPIN."""
+    before = COUNTER.per_vcpu()
+    g.check(SPIN, timeout=300)
+    after = COUNTER.per_vcpu()
+    return [b - a for a, b in zip(before, after)]
+
+
+def test_each_vcpu_counts_what_it_ran_and_the_same_work_counts_the_same(guest):
+    g = guest
+    assert len(COUNTER.per_vcpu()) == 2
+    idle = COUNTER.idle_rate(2.0)
+    assert idle > 0, "an idle guest still runs its timers: nothing counted"
+    first, second = spin_counts(g), spin_counts(g)
+    for d in (first, second):
+        # the agent that ran the command and the timers ran on vCPU 0
+        assert d[1] > 10 * d[0], f"vCPU 1 ran the loop, yet the counts are {d}"
+    assert abs(first[1] - second[1]) < 0.05 * first[1], \
+        f"the same loop counted {first[1]} and {second[1]} instructions on vCPU 1"
+    print(f"idle {idle / 1e6:.1f} M/s; the loop on vCPU 1: {first[1]} and {second[1]} "
+          f"instructions; vCPU 0 meanwhile {first[0]} and {second[0]}")
