@@ -78,6 +78,7 @@ import platform
 import shutil
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -85,6 +86,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result, fmt_size,  # noqa: E402
                    guest_busy, host_udp_drops, log, parse_cpu, parse_size)
 from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_args  # noqa: E402
+from insn_count import PLUGIN, InsnCounter  # noqa: E402
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
@@ -167,11 +169,49 @@ def fio_start_cost(g: Guest, dev: str) -> int:
 
 
 class Link:
-    """The two guests and the systems' setups on them."""
+    """The two guests and the systems' setups on them; @insns: each guest's
+    instruction counter (by guest name), or None."""
 
-    def __init__(self, server: Guest, client: Guest, seconds: float):
+    def __init__(self, server: Guest, client: Guest, seconds: float,
+                 insns: dict[str, InsnCounter] | None = None):
         self.server, self.client, self.seconds = server, client, seconds
         self.start_cost: dict[str, int] = {}
+        self.insns = insns
+        self.idle: dict[str, float] = {}  # guest name -> instructions a second, idle
+
+    # The part of a row whose instructions are counted, in fractions of its
+    # seconds from the moment its command was sent: fio has started (under
+    # TCG that takes up to a second) and not yet begun to exit, so neither
+    # its start nor its exit is counted, and no estimate of them is needed.
+    WINDOW = (0.4, 0.9)
+
+    def insns_now(self) -> dict[str, int] | None:
+        return {name: c.total() for name, c in self.insns.items()} if self.insns else None
+
+    def measure_idle(self, seconds: float = 3.0) -> dict[str, float]:
+        """Each guest's instructions a second with nothing run (timers, the
+        agent, a system's own keep-alives): taken off every row's count."""
+        if not self.insns:
+            return {}
+        n0, t0 = self.insns_now(), time.monotonic()
+        time.sleep(seconds)
+        n1, dt = self.insns_now(), time.monotonic() - t0
+        self.idle = {name: (n1[name] - n0[name]) / dt for name in n0}
+        return self.idle
+
+    def busy_rate(self, name: str, n0: dict, n1: dict, seconds: float) -> float:
+        """Guest @name's instructions a second between two readings, idle taken off."""
+        return max(0.0, (n1[name] - n0[name]) / seconds - self.idle.get(name, 0.0))
+
+    def count_window(self, t0: float) -> tuple[dict, dict, float] | None:
+        """Both guests' counts at the edges of WINDOW of the row sent at @t0."""
+        if not self.insns:
+            return None
+        start, end = (t0 + f * self.seconds for f in self.WINDOW)
+        time.sleep(max(0.0, start - time.monotonic()))
+        n0, ta = self.insns_now(), time.monotonic()
+        time.sleep(max(0.0, end - ta))
+        return n0, self.insns_now(), time.monotonic() - ta
 
     def netblk_setup(self) -> tuple[Guest, str]:
         self.server.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
@@ -348,17 +388,35 @@ class Link:
         if system == "nbd":
             self.server.check("sync; echo 3 > /proc/sys/vm/drop_caches", timeout=300)
         s0 = guest_busy(other) if other else 0
-        t0 = time.monotonic()
         size = MD_SIZE if system in MD_SYSTEMS else DEV_SIZE
-        doc, fio_j = fio_between_stats(fio_guest, fio_job(dev, rw, bs, depth, self.seconds,
-                                                          size=size),
-                                       self.seconds + 180)
+        job = fio_job(dev, rw, bs, depth, self.seconds, size=size)
+        ran: dict = {}
+
+        def fio() -> None:
+            try:
+                ran["fio"] = fio_between_stats(fio_guest, job, self.seconds + 180)
+            except (RuntimeError, ValueError, GuestError) as e:
+                ran["error"] = e
+
+        t0 = time.monotonic()
+        thread = threading.Thread(target=fio, name="fio")
+        thread.start()
+        window = self.count_window(t0)
+        thread.join()
         wall = time.monotonic() - t0
+        if "error" in ran:
+            raise ran["error"]
+        doc, fio_j = ran["fio"]
         s1 = guest_busy(other) if other else 0
+        sync = None
         if system == "nbd" and rw.endswith("write"):
             # what nbd-server buffered in the server's page cache, written back and paid for
+            n0, t1 = self.insns_now(), time.monotonic()
             self.server.check("sync", timeout=300)
             s1 = guest_busy(other)
+            if n0:
+                sync = self.busy_rate(self.server.name, n0, self.insns_now(),
+                                      time.monotonic() - t1) * (time.monotonic() - t1)
         res = fio_result(doc, rw.endswith("write"))
         side = doc["jobs"][0]["write" if rw.endswith("write") else "read"]
         ops = max(res["ops"], 1)
@@ -369,13 +427,32 @@ class Link:
                 "server_cpu_us_per_req": round(cpu_us(server_j) / ops, 1),
                 "client_cpu_us_per_req": round(cpu_us(client_j) / ops, 1)
                 if client_j is not None else None,
+                **self.insns_per_req(window, res, sync, other is not None),
                 "wall_s": round(wall, 2)}
+
+    def insns_per_req(self, window: tuple | None, res: dict, sync: float | None,
+                      across: bool) -> dict:
+        """Thousands of instructions a request on each guest: its rate over
+        the row's WINDOW, idle taken off, over fio's rate of requests (@across:
+        fio ran in the client guest; else in the server guest, and the client
+        guest did nothing).  @sync: the server's instructions writing back
+        what nbd-server left in its page cache, shared by the row's requests."""
+        if not window or not res["iops"]:
+            return {}
+        n0, n1, seconds = window
+        server = self.busy_rate(self.server.name, n0, n1, seconds) / res["iops"]
+        if sync:
+            server += sync / max(res["ops"], 1)
+        client = self.busy_rate(self.client.name, n0, n1, seconds) / res["iops"] if across \
+            else None
+        return {"server_kinsn_per_req": round(server / 1000, 2),
+                "client_kinsn_per_req": round(client / 1000, 2) if client is not None else None}
 
 
 def medians(rows: list[dict]) -> list[dict]:
     """One row per system and workload: the medians over the rounds."""
     keys = ("iops", "mib_s", "p50_us", "p99_us", "p999_us", "server_cpu_us_per_req",
-            "client_cpu_us_per_req")
+            "client_cpu_us_per_req", "server_kinsn_per_req", "client_kinsn_per_req")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["system"], r["workload"], r["bs"], r["depth"]), []).append(r)
@@ -403,7 +480,8 @@ def ratios(meds: list[dict]) -> list[dict]:
                (owl, obs, odepth) != (wl, bs, depth):
                 continue
             r = {"workload": wl, "bs": bs, "depth": depth, "system": system, "vs": other}
-            for k in ("iops", "p99_us", "server_cpu_us_per_req", "client_cpu_us_per_req"):
+            for k in ("iops", "p99_us", "server_cpu_us_per_req", "client_cpu_us_per_req",
+                      "server_kinsn_per_req", "client_kinsn_per_req"):
                 a, b = m.get(k), o.get(k)
                 r[k] = round(a / b, 3) if a and b else None
             out.append(r)
@@ -412,7 +490,8 @@ def ratios(meds: list[dict]) -> list[dict]:
 
 def table(meds: list[dict]) -> str:
     head = (f"{'system':12} {'workload':10} {'bs':>6} {'qd':>3} {'iops':>8} {'MiB/s':>7} "
-            f"{'p50 us':>8} {'p99 us':>9} {'p99.9 us':>9} {'srv us/req':>10} {'cli us/req':>10}")
+            f"{'p50 us':>8} {'p99 us':>9} {'p99.9 us':>9} {'srv us/req':>10} {'cli us/req':>10} "
+            f"{'srv Ki/req':>10} {'cli Ki/req':>10}")
     lines = [head, "-" * len(head)]
     for m in meds:
         def f(k, w):
@@ -421,7 +500,8 @@ def table(meds: list[dict]) -> str:
         lines.append(f"{m['system']:12} {m['workload']:10} {fmt_size(m['bs']):>6} {m['depth']:>3} "
                      f"{f('iops', 8)} {f('mib_s', 7)} {f('p50_us', 8)} {f('p99_us', 9)} "
                      f"{f('p999_us', 9)} {f('server_cpu_us_per_req', 10)} "
-                     f"{f('client_cpu_us_per_req', 10)}")
+                     f"{f('client_cpu_us_per_req', 10)} {f('server_kinsn_per_req', 10)} "
+                     f"{f('client_kinsn_per_req', 10)}")
     return "\n".join(lines)
 
 
@@ -497,7 +577,12 @@ def main() -> int:
     ap.add_argument("--host-rmem", type=int, default=8 << 20, metavar="BYTES",
                     help="this host's net.core.rmem_default while the guests start (the link's "
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
+    ap.add_argument("--no-insns", dest="insns", action="store_false",
+                    help="do not count the guests' instructions (the TCG plugin, make "
+                         "insn-plugin, slows them a little)")
     a = ap.parse_args()
+    if a.insns and not PLUGIN.exists():
+        ap.error(f"{PLUGIN} is not built: make insn-plugin (or --no-insns)")
     try:
         a.workloads = parse_workloads(a.workloads) if a.workloads else WORKLOADS
     except ValueError as e:
@@ -554,17 +639,23 @@ def run(a, systems: list[str], found: dict) -> int:
     rows: list[dict] = []
     failures: list[str] = []
     counters: dict[str, dict] = {}
+    idle: dict[str, dict] = {}
+    insns = {name: InsnCounter(name) for name in ("bench-server", "bench-client")} \
+        if a.insns else None
+    plugin = {name: c.qemu_args() for name, c in insns.items()} if insns else {}
     with Guest("bench-server", checks=False, extra_programs=server_programs,
                modules=SERVER_MODULES, require_project=True,
-               qemu_args=link_args(server_end, client_end, "52:54:00:09:00:01", model),
+               qemu_args=link_args(server_end, client_end, "52:54:00:09:00:01", model) +
+               plugin.get("bench-server", []),
                memory=2048, nic=a.nic) as server, \
          Guest("bench-client", checks=False, extra_programs=client_programs,
                modules=CLIENT_MODULES, require_project=True,
-               qemu_args=link_args(client_end, server_end, "52:54:00:09:00:02", model),
+               qemu_args=link_args(client_end, server_end, "52:54:00:09:00:02", model) +
+               plugin.get("bench-client", []),
                memory=2048, nic=a.nic) as client:
         for g, ip in ((server, SERVER_IP), (client, CLIENT_IP)):
             g.check(f"ip link set eth1 up && ip addr add {ip}/24 dev eth1")
-        link = Link(server, client, a.seconds)
+        link = Link(server, client, a.seconds, insns)
         steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
                  "netblk-9000": (link.jumbo_setup, link.jumbo_teardown),
                  "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
@@ -597,6 +688,11 @@ def run(a, systems: list[str], found: dict) -> int:
                     except (RuntimeError, GuestError) as e:
                         log(f"bench: FAILED {system}: its warm-up: {e}")
                         failures.append(f"{system}: warm-up: {e}")
+                if insns:
+                    rates = link.measure_idle()
+                    idle.setdefault(system, []).append({k: round(v) for k, v in rates.items()})
+                    log(f"bench: {system}: idle " + ", ".join(
+                        f"{k} {v / 1e6:.1f} M instructions/s" for k, v in rates.items()))
                 for rw, bs, depth in workloads(system):
                     done += 1
                     what = f"{system} {rw} {fmt_size(bs)} qd{depth}"
@@ -630,6 +726,11 @@ def run(a, systems: list[str], found: dict) -> int:
                       "QEMU dgram netdev over 127.0.0.1",
             "fio": "--direct=1 --ioengine=libaio, in the client guest (local: the server guest)",
             "fio_start_exit_jiffies": link.start_cost,
+            "insns": "guest instructions a request (QEMU TCG plugin ci/qemu-plugin/insn_count.c): "
+                     "each guest's rate from 40 % to 90 % of a row's seconds, its idle rate "
+                     "(3 s after a system's warm-up) taken off, over fio's IOPS"
+                     if insns else None,
+            "idle_insns_per_s": idle or None,
             "host_rmem_default": a.host_rmem or None,
             "host_udp_rcvbuf_errors": drops,
             "user_hz": USER_HZ, "host": platform.node(), "host_cpus": os.cpu_count(),
@@ -647,7 +748,9 @@ def run(a, systems: list[str], found: dict) -> int:
     print(table(meds))
     for r in result["ratios"]:
         print(f"{r['system']}/{r['vs']} {r['workload']} {fmt_size(r['bs'])} qd{r['depth']}: "
-              f"iops {r['iops']}, p99 {r['p99_us']}, server CPU/req {r['server_cpu_us_per_req']}")
+              f"iops {r['iops']}, p99 {r['p99_us']}, server CPU/req {r['server_cpu_us_per_req']}"
+              + (f", server instructions/req {r['server_kinsn_per_req']}, client "
+                 f"{r['client_kinsn_per_req']}" if insns else ""))
     if counters:
         print("netblk: " + ", ".join(f"{k} {v}" for k, v in counters.items()))
     print(f"\nwrote {out} ({result['meta']['wall_seconds']} s; under TCG only ratios count)")
