@@ -67,6 +67,13 @@ jiffy), divided by the requests fio completed.  In the guest that runs fio,
 fio's own start and exit (a one-request run, the least of three) is taken
 off.  Under TCG absolute numbers mean little; only ratios within one run
 count.
+
+Guest instructions per request, on each guest (srv/cli Ki/req; --no-insns
+leaves them out): the QEMU TCG plugin ci/qemu-plugin/insn_count.c (make
+insn-plugin) counts each vCPU's instructions; a row's are its guest's rate
+from 40 % to 90 % of its seconds (fio running, not starting or exiting), less
+the guest's idle rate, over fio's IOPS.  They do not move with the host's
+speed as CPU time does (bench/README.md, "Instructions a request").
 """
 
 from __future__ import annotations
