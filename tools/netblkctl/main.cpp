@@ -12,77 +12,60 @@
 #include "cli.h"
 #include "commands.h"
 #include "config.h"
+#include "options.h"
 
 namespace {
 
-constexpr const char usage_text[] =
-	"usage: netblkctl start <blockdev> <port> [ro] [dev=IFACE] [mtu=N] [cpu=N] [poll=US]\n"
-	"                       [vlan=N] [allow=PREFIX[,PREFIX...]] [sessions=N] [per-source=N]\n"
-	"                       [key=FILE [auth=header|full]] [nic-loss=wait|stop]\n"
-	"                       [--exist-ok]\n"
-	"       netblkctl list [--attached] [--json]\n"
-	"       netblkctl watch [--interval S] [--count N] [--json]\n"
-	"       netblkctl stats --prometheus\n"
-	"       netblkctl exporter --listen ADDR:PORT\n"
-	"       netblkctl supervise\n"
-	"       netblkctl stop <port>|all [--exist-ok]\n"
-	"       netblkctl attach <addr> <port> [ro] [dev=IFACE] [queue-depth=N] [timeout=S]\n"
-	"                       [key=FILE]\n"
-	"       netblkctl detach <netblkN>|all [--force]\n"
-	"       netblkctl save [FILE]\n"
-	"       netblkctl restore [FILE]\n"
-	"       netblkctl genkey\n"
-	"       netblkctl --help | --version\n"
-	"\n"
-	"start   serve <blockdev> over UDP on <port>\n"
-	"          ro         refuse writes\n"
-	"          dev=IFACE  the NIC to serve on (default: the default route's)\n"
-	"          mtu=N      the MTU to size datagrams for\n"
-	"          cpu=N      the CPU of the instance's worker\n"
-	"          poll=US    the worker's poll time, in microseconds\n"
-	"          vlan=N     serve 802.1Q VLAN N of the NIC (the address of its VLAN device)\n"
-	"          allow=...  answer only these sources (10.1.0.0/16,10.2.3.4), filtered\n"
-	"                     by the NIC's XDP program before anything else sees them\n"
-	"          sessions=N the clients' sessions it holds at once (default 1024)\n"
-	"          per-source=N  of those, one source address may hold (default 16):\n"
-	"                     raise it for clients behind one NAT address\n"
-	"          key=FILE   answer only datagrams tagged with this key (32 hex digits)\n"
-	"          auth=...   what the tags cover: header (default with a key), or full\n"
-	"                     (the data too)\n"
-	"          nic-loss=...  when the NIC goes down, loses the address or lowers its\n"
-	"                     MTU: wait for it to come back (default), or stop\n"
-	"          --exist-ok an instance on <port> with the settings given is success\n"
-	"list    the instances, their counters and service time, then the devices attached\n"
-	"        here (--json: the instances as a JSON array; --attached: the attached\n"
-	"        devices only, --json as a JSON array)\n"
-	"watch   every S seconds (default 1) each instance's and attached device's rates\n"
-	"        over the last interval, and the module's events as they come, until\n"
-	"        SIGINT or SIGTERM or N intervals (--json: one JSON object a line)\n"
-	"stats   the counters and the service-time histogram in the Prometheus\n"
-	"        text format (node_exporter's textfile collector)\n"
-	"exporter  serve the same at http://ADDR:PORT/metrics for a Prometheus\n"
-	"        scraper, until SIGINT or SIGTERM (0.0.0.0:PORT: every address)\n"
-	"supervise  add netblk's XDP program again to a NIC whose driver dropped it\n"
-	"        when the NIC reopened (vmxnet3), so that its waiting instances serve\n"
-	"        again, until SIGINT or SIGTERM (netblk-supervise.service runs it)\n"
-	"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
-	"        the disk to finish what it has (list shows an instance that takes longer);\n"
-	"        --exist-ok: nothing on <port> is success\n"
-	"attach  make /dev/netblkN of the instance at <addr>:<port> (the block-device client)\n"
-	"          ro         refuse writes (an instance that serves read-only is attached so)\n"
-	"          dev=IFACE  send through this network interface only\n"
-	"          queue-depth=N  requests in flight (1..1024, default 64)\n"
-	"          timeout=S  fail I/O the server has not answered in S seconds (default:\n"
-	"                     wait for it, however long it is away)\n"
-	"          key=FILE   tag every datagram with this key (an instance's auth=header)\n"
-	"detach  remove /dev/netblkN, or all of them; refused while one is open (mounted)\n"
-	"        unless --force, which fails its outstanding I/O\n"
-	"save    write the instances and attached devices as they run now to FILE\n"
-	"        (default " NETBLK_CONFIG_FILE "), one start or attach line each\n"
-	"restore make what runs match FILE: start or attach what is missing, leave\n"
-	"        alone what matches, start again what differs, stop or detach the rest\n"
-	"genkey  print a new random key for key= (keep it where only root can read it)\n"
-	"--version  netblkctl's release and the loaded module's\n";
+// The usage, its options' lines from their tables (options.h).
+std::string usage_text()
+{
+	option_usage start = start_option_usage(), attach = attach_option_usage();
+	return
+		"usage: netblkctl start <blockdev> <port>" + start.synopsis + "\n"
+		"                       [--exist-ok]\n"
+		"       netblkctl list [--attached] [--json]\n"
+		"       netblkctl watch [--interval S] [--count N] [--json]\n"
+		"       netblkctl stats --prometheus\n"
+		"       netblkctl exporter --listen ADDR:PORT\n"
+		"       netblkctl supervise\n"
+		"       netblkctl stop <port>|all [--exist-ok]\n"
+		"       netblkctl attach <addr> <port>" + attach.synopsis + "\n"
+		"       netblkctl detach <netblkN>|all [--force]\n"
+		"       netblkctl save [FILE]\n"
+		"       netblkctl restore [FILE]\n"
+		"       netblkctl genkey\n"
+		"       netblkctl --help | --version\n"
+		"\n"
+		"start   serve <blockdev> over UDP on <port>\n"
+		+ start.help +
+		"          --exist-ok an instance on <port> with the settings given is success\n"
+		"list    the instances, their counters and service time, then the devices attached\n"
+		"        here (--json: the instances as a JSON array; --attached: the attached\n"
+		"        devices only, --json as a JSON array)\n"
+		"watch   every S seconds (default 1) each instance's and attached device's rates\n"
+		"        over the last interval, and the module's events as they come, until\n"
+		"        SIGINT or SIGTERM or N intervals (--json: one JSON object a line)\n"
+		"stats   the counters and the service-time histogram in the Prometheus\n"
+		"        text format (node_exporter's textfile collector)\n"
+		"exporter  serve the same at http://ADDR:PORT/metrics for a Prometheus\n"
+		"        scraper, until SIGINT or SIGTERM (0.0.0.0:PORT: every address)\n"
+		"supervise  add netblk's XDP program again to a NIC whose driver dropped it\n"
+		"        when the NIC reopened (vmxnet3), so that its waiting instances serve\n"
+		"        again, until SIGINT or SIGTERM (netblk-supervise.service runs it)\n"
+		"stop    stop serving on <port>, or stop every instance; waits a few seconds for\n"
+		"        the disk to finish what it has (list shows an instance that takes longer);\n"
+		"        --exist-ok: nothing on <port> is success\n"
+		"attach  make /dev/netblkN of the instance at <addr>:<port> (the block-device client)\n"
+		+ attach.help +
+		"detach  remove /dev/netblkN, or all of them; refused while one is open (mounted)\n"
+		"        unless --force, which fails its outstanding I/O\n"
+		"save    write the instances and attached devices as they run now to FILE\n"
+		"        (default " NETBLK_CONFIG_FILE "), one start or attach line each\n"
+		"restore make what runs match FILE: start or attach what is missing, leave\n"
+		"        alone what matches, start again what differs, stop or detach the rest\n"
+		"genkey  print a new random key for key= (keep it where only root can read it)\n"
+		"--version  netblkctl's release and the loaded module's\n";
+}
 
 // /sys/module/netblk/version; "" for a module without one, nullopt when
 // the module is not loaded.
@@ -111,13 +94,13 @@ int cmd_version(const std::vector<std::string_view> &argv)
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fputs(usage_text, stderr);
+		fputs(usage_text().c_str(), stderr);
 		return exit_usage;
 	}
 	std::string_view cmd = argv[1];
 	std::vector<std::string_view> args(argv + 2, argv + argc);
 	if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-		fputs(usage_text, stdout);
+		fputs(usage_text().c_str(), stdout);
 		return finish();
 	}
 	if (cmd == "--version" || cmd == "version")

@@ -1,33 +1,185 @@
-// start's and attach's options: see options.h.
+// start's and attach's options: see options.h.  Each command has a table
+// of option descriptions (start_options, attach_options below); one parser
+// and one usage writer read them.  Adding an option to netblkctl is a line
+// in a table (and the field it lands in, in netblk.h, sent by netblk.cpp).
 #include "options.h"
 
 #include <arpa/inet.h>
+#include <array>
 #include <cerrno>
 #include <cstring>
 #include <net/if.h>
 #include <sys/stat.h>
+#include <variant>
 
 #include "cli.h"
 #include "key_text.h"
 
 namespace {
 
-// "mtu=1500" -> 1500 into `out`; "" when fine, else what is wrong.
-std::string parse_u32_option(std::string_view arg, std::string_view name,
-			     std::optional<uint32_t> &out)
+// What an option's value is, and so how it is parsed and said in the usage.
+enum class option_kind {
+	flag,		// the word alone: "ro"
+	name,		// name=TEXT, not empty; at most `max` bytes unless max is 0
+	u32,		// name=N, a whole number in min..max, landing times `scale`
+	choice,		// name=WORD, one of `choices`
+	prefixes,	// name=PREFIX[,PREFIX...], at most `max` IPv4 prefixes
+	key_file,	// name=FILE, a file holding a key (key_text.h)
+};
+
+struct option_choice {
+	const char *word;	// nullptr: past the last choice
+	uint32_t value;
+};
+
+using netblk_key = std::array<uint8_t, NETBLK_KEY_BYTES>;
+
+// Where in the command's arguments `Args` an option's value lands; the
+// type goes with the kind (option_well_formed).
+template <class Args>
+using option_field = std::variant<bool Args::*, std::optional<std::string> Args::*,
+				  std::optional<uint32_t> Args::*, std::optional<uint16_t> Args::*,
+				  std::vector<netblk_prefix> Args::*, std::optional<netblk_key> Args::*>;
+
+template <class Args>
+struct option_desc {
+	const char *name;		// the word before '=' (a flag's whole word)
+	option_kind kind;
+	option_field<Args> field;
+	uint32_t min = 0;		// u32: the range
+	uint32_t max = 0;		// u32: the range; name, prefixes: the most
+	uint32_t scale = 1;		// u32: what the value is multiplied by where it lands
+	// u32: what a bad value is told it wants, when more than "min..max";
+	// name: what an empty one is told it needs.
+	const char *want = nullptr;
+	std::array<option_choice, 3> choices{};	// choice: the words and their values
+	// The usage: the value's name in the synopsis ("N", "IFACE"), what the
+	// option does (lines separated by '\n'), whether the synopsis breaks
+	// its line before it, and whether it goes inside the previous one's
+	// brackets (auth= is said only with key=).
+	const char *metavar = nullptr;
+	const char *help = nullptr;
+	bool new_line = false;
+	bool within_previous = false;
+};
+
+// A command's options, and the wording of its messages (attach's have been
+// "unknown attach option" and "bad timeout '0'", without the '=': kept for
+// whoever matches them).
+template <class Args, size_t N>
+struct option_table {
+	std::array<option_desc<Args>, N> options;
+	const char *unknown;		// "unknown option"
+	bool bad_without_equals;	// "bad timeout '0'" rather than "bad timeout= '0'"
+};
+
+template <class Args>
+constexpr bool option_well_formed(const option_desc<Args> &o)
 {
-	std::string opt = std::string(name) + "=";
-	if (out)
-		return opt + " given twice";
-	out = parse_u32(arg.substr(opt.size()));
-	if (!out)
-		return "bad " + opt + " '" + std::string(arg.substr(opt.size())) +
-		       "' (want 0..4294967295)";
-	return {};
+	switch (o.kind) {
+	case option_kind::flag:
+		return std::holds_alternative<bool Args::*>(o.field);
+	case option_kind::name:
+		return std::holds_alternative<std::optional<std::string> Args::*>(o.field) && o.want;
+	case option_kind::u32:
+		return (std::holds_alternative<std::optional<uint32_t> Args::*>(o.field) ||
+			(std::holds_alternative<std::optional<uint16_t> Args::*>(o.field) &&
+			 o.max <= UINT16_MAX)) &&
+		       o.min <= o.max && o.scale >= 1 && o.max <= UINT32_MAX / o.scale;
+	case option_kind::choice:
+		return std::holds_alternative<std::optional<uint32_t> Args::*>(o.field) &&
+		       o.choices[0].word && o.choices[1].word;
+	case option_kind::prefixes:
+		return std::holds_alternative<std::vector<netblk_prefix> Args::*>(o.field) && o.max;
+	case option_kind::key_file:
+		return std::holds_alternative<std::optional<netblk_key> Args::*>(o.field);
+	}
+	return false;
 }
 
-// "10.1.0.0/16" or "10.2.3.4" (a /32); "" when fine, else what is wrong.
-std::string parse_prefix(std::string_view text, netblk_prefix &p)
+template <class Args, size_t N>
+constexpr bool options_well_formed(const option_table<Args, N> &t)
+{
+	for (const option_desc<Args> &o : t.options)
+		if (!option_well_formed(o) || !o.help || (o.kind != option_kind::flag && !o.metavar))
+			return false;
+	return true;
+}
+
+using start_args = netblk_start_args;
+using attach_args = netblk_attach_args;
+
+// start's options, in the order of the usage.
+constexpr option_table<start_args, 12> start_options = {{{
+	{.name = "ro", .kind = option_kind::flag, .field = &start_args::read_only,
+	 .help = "refuse writes"},
+	{.name = "dev", .kind = option_kind::name, .field = &start_args::ifname,
+	 .want = "an interface name", .metavar = "IFACE",
+	 .help = "the NIC to serve on (default: the default route's)"},
+	{.name = "mtu", .kind = option_kind::u32, .field = &start_args::mtu, .max = UINT32_MAX,
+	 .metavar = "N", .help = "the MTU to size datagrams for"},
+	{.name = "cpu", .kind = option_kind::u32, .field = &start_args::cpu, .max = UINT32_MAX,
+	 .metavar = "N", .help = "the CPU of the instance's worker"},
+	{.name = "poll", .kind = option_kind::u32, .field = &start_args::poll_us, .max = UINT32_MAX,
+	 .metavar = "US", .help = "the worker's poll time, in microseconds"},
+	{.name = "vlan", .kind = option_kind::u32, .field = &start_args::vlan, .min = 1, .max = 4094,
+	 .metavar = "N", .help = "serve 802.1Q VLAN N of the NIC (the address of its VLAN device)",
+	 .new_line = true},
+	{.name = "allow", .kind = option_kind::prefixes, .field = &start_args::allow,
+	 .max = NETBLK_ALLOW_MAX, .metavar = "PREFIX[,PREFIX...]",
+	 .help = "answer only these sources (10.1.0.0/16,10.2.3.4), filtered\n"
+		 "by the NIC's XDP program before anything else sees them"},
+	{.name = "sessions", .kind = option_kind::u32, .field = &start_args::sessions, .min = 1,
+	 .max = NETBLK_SESSIONS_LIMIT, .metavar = "N",
+	 .help = "the clients' sessions it holds at once (default 1024)"},
+	{.name = "per-source", .kind = option_kind::u32, .field = &start_args::per_source,
+	 .min = 1, .max = NETBLK_SESSIONS_LIMIT, .want = "1..65536, at most sessions=",
+	 .metavar = "N",
+	 .help = "of those, one source address may hold (default 16):\n"
+		 "raise it for clients behind one NAT address"},
+	{.name = "key", .kind = option_kind::key_file, .field = &start_args::key,
+	 .metavar = "FILE", .help = "answer only datagrams tagged with this key (32 hex digits)",
+	 .new_line = true},
+	{.name = "auth", .kind = option_kind::choice, .field = &start_args::auth,
+	 .choices = {{{"header", NETBLK_AUTH_HEADER}, {"full", NETBLK_AUTH_FULL}}},
+	 .metavar = "...",
+	 .help = "what the tags cover: header (default with a key), or full\n"
+		 "(the data too)",
+	 .within_previous = true},
+	{.name = "nic-loss", .kind = option_kind::choice, .field = &start_args::nic_loss,
+	 .choices = {{{"wait", NETBLK_NIC_LOSS_WAIT}, {"stop", NETBLK_NIC_LOSS_STOP}}},
+	 .metavar = "...",
+	 .help = "when the NIC goes down, loses the address or lowers its\n"
+		 "MTU: wait for it to come back (default), or stop"},
+}}, "unknown option", false};
+static_assert(options_well_formed(start_options));
+
+// attach's options, in the order of the usage.
+constexpr option_table<attach_args, 5> attach_options = {{{
+	{.name = "ro", .kind = option_kind::flag, .field = &attach_args::read_only,
+	 .help = "refuse writes (an instance that serves read-only is attached so)"},
+	{.name = "dev", .kind = option_kind::name, .field = &attach_args::ifname,
+	 .max = IFNAMSIZ - 1, .want = "an interface name", .metavar = "IFACE",
+	 .help = "send through this network interface only"},
+	{.name = "queue-depth", .kind = option_kind::u32, .field = &attach_args::queue_depth,
+	 .min = 1, .max = NETBLK_HOST_DEPTH_LIMIT, .metavar = "N",
+	 .help = "requests in flight (1..1024, default 64)"},
+	{.name = "timeout", .kind = option_kind::u32, .field = &attach_args::timeout_ms, .min = 1,
+	 .max = 86400, .scale = 1000,
+	 .want = "whole seconds, 1..86400; leave it out to wait for the server", .metavar = "S",
+	 .help = "fail I/O the server has not answered in S seconds (default:\n"
+		 "wait for it, however long it is away)"},
+	{.name = "key", .kind = option_kind::key_file, .field = &attach_args::key,
+	 .metavar = "FILE", .help = "tag every datagram with this key (an instance's auth=header)",
+	 .new_line = true},
+}}, "unknown attach option", true};
+static_assert(options_well_formed(attach_options));
+
+// ---- the values --------------------------------------------------------
+
+// "10.1.0.0/16" or "10.2.3.4" (a /32) of option `name`; "" when fine, else
+// what is wrong.
+std::string parse_prefix(const std::string &name, std::string_view text, netblk_prefix &p)
 {
 	std::string t(text);
 	std::string addr = t.substr(0, t.find('/'));
@@ -36,49 +188,48 @@ std::string parse_prefix(std::string_view text, netblk_prefix &p)
 	if (addr.size() < t.size()) {
 		auto len = parse_u32(std::string_view(t).substr(addr.size() + 1));
 		if (!len || *len > 32)
-			return "bad prefix length in allow= '" + t + "' (want 0..32)";
+			return "bad prefix length in " + name + "= '" + t + "' (want 0..32)";
 		p.len = static_cast<uint8_t>(*len);
 	}
 	if (inet_pton(AF_INET, addr.c_str(), &p.addr) != 1)
-		return "bad address in allow= '" + t + "' (want a.b.c.d or a.b.c.d/len)";
+		return "bad address in " + name + "= '" + t + "' (want a.b.c.d or a.b.c.d/len)";
 	uint32_t mask = p.len ? htonl(~0u << (32 - p.len)) : 0;
 	if (p.addr & ~mask) {
 		netblk_prefix fixed = p;
 		fixed.addr &= mask;
-		return "allow= '" + t + "' has host bits set: did you mean " +
+		return name + "= '" + t + "' has host bits set: did you mean " +
 		       format_prefix(fixed) + "?";
 	}
 	return {};
 }
 
-std::string parse_allow(std::string_view list, std::vector<netblk_prefix> &out)
+// The prefixes separated by commas into `out` (empty before: the option is
+// not given twice).
+std::string parse_prefixes(const std::string &name, std::string_view list, uint32_t max,
+			   std::vector<netblk_prefix> &out)
 {
-	if (!out.empty())
-		return "allow= given twice";
 	if (list.empty())
-		return "allow= needs a prefix (a.b.c.d/len), or several separated by commas";
+		return name + "= needs a prefix (a.b.c.d/len), or several separated by commas";
 	while (!list.empty()) {
 		size_t comma = list.find(',');
 		netblk_prefix p;
-		if (std::string err = parse_prefix(list.substr(0, comma), p); !err.empty())
+		if (std::string err = parse_prefix(name, list.substr(0, comma), p); !err.empty())
 			return err;
 		out.push_back(p);
 		list = comma == list.npos ? std::string_view() : list.substr(comma + 1);
 	}
-	if (out.size() > NETBLK_ALLOW_MAX)
-		return "allow= takes at most " + std::to_string(NETBLK_ALLOW_MAX) + " prefixes";
+	if (out.size() > max)
+		return name + "= takes at most " + std::to_string(max) + " prefixes";
 	return {};
 }
 
-// key=FILE: the key from the file into `out`; "" when fine, else what is wrong.
-std::string read_key_file(std::string_view path_text,
-			  std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> &out)
+// The key in the file at `path` into `out`; "" when fine, else what is
+// wrong.  A file others can read is taken, with a warning.
+std::string read_key_file(const std::string &name, const std::string &path,
+			  std::optional<netblk_key> &out)
 {
-	std::string path(path_text);
-	if (out)
-		return "key= given twice";
 	if (path.empty())
-		return "key= needs a file (netblkctl genkey > FILE makes one)";
+		return name + "= needs a file (netblkctl genkey > FILE makes one)";
 	FILE *f = fopen(path.c_str(), "re");
 	if (!f)
 		return "cannot read key file " + path + ": " + strerror(errno);
@@ -87,7 +238,7 @@ std::string read_key_file(std::string_view path_text,
 	struct stat st;
 	bool shared = fstat(fileno(f), &st) == 0 && (st.st_mode & 0044);
 	fclose(f);
-	std::array<uint8_t, NETBLK_KEY_BYTES> key;
+	netblk_key key;
 	if (std::string err = parse_key_text(std::string_view(buf, n), key); !err.empty())
 		return "key file " + path + ": " + err;
 	if (shared)
@@ -97,121 +248,177 @@ std::string read_key_file(std::string_view path_text,
 	return {};
 }
 
-// name=a or name=b (one of two words) into `out`; "" when fine, else what
-// is wrong.
-std::string parse_choice(std::string_view arg, const char *name, const char *a, uint32_t a_value,
-			 const char *b, uint32_t b_value, std::optional<uint32_t> &out)
+// "header or full"; "a, b or c".
+template <size_t N>
+std::string choice_words(const std::array<option_choice, N> &choices, const char *sep_last)
 {
-	std::string_view word = arg.substr(strlen(name) + 1);
-	if (out)
-		return std::string(name) + "= given twice";
-	if (word == a)
-		out = a_value;
-	else if (word == b)
-		out = b_value;
-	else
-		return "bad " + std::string(name) + "= '" + std::string(word) + "' (want " + a +
-		       " or " + b + ")";
+	std::string words;
+	for (size_t i = 0; i < N && choices[i].word; i++) {
+		bool last = i + 1 == N || !choices[i + 1].word;
+		words += (i == 0 ? "" : last ? sep_last : ", ");
+		words += choices[i].word;
+	}
+	return words;
+}
+
+// Whether the option is in `args` already (it cannot be given twice).
+template <class Args>
+bool option_given(const option_desc<Args> &o, const Args &args)
+{
+	return std::visit([&](auto field) {
+		const auto &value = args.*field;
+		if constexpr (std::is_same_v<std::decay_t<decltype(value)>, bool>)
+			return false;	// a flag: saying it twice says it
+		else if constexpr (std::is_same_v<std::decay_t<decltype(value)>,
+						  std::vector<netblk_prefix>>)
+			return !value.empty();
+		else
+			return value.has_value();
+	}, o.field);
+}
+
+// The value after "name=" of option `o` into `args`; "" when fine, else
+// what is wrong.
+template <class Args, size_t N>
+std::string parse_value(const option_table<Args, N> &table, const option_desc<Args> &o,
+			std::string_view value, Args &args)
+{
+	std::string name = o.name;
+	if (option_given(o, args))
+		return name + "= given twice";
+	switch (o.kind) {
+	case option_kind::flag:
+		break;
+	case option_kind::name:
+		if (value.empty() || (o.max && value.size() > o.max))
+			return name + "= needs " + o.want +
+			       (o.max ? " (at most " + std::to_string(o.max) + " characters)" : "");
+		args.*std::get<std::optional<std::string> Args::*>(o.field) = std::string(value);
+		break;
+	case option_kind::u32: {
+		std::optional<uint32_t> n = parse_u32(value);
+		if (!n || *n < o.min || *n > o.max)
+			return "bad " + name + (table.bad_without_equals ? "" : "=") + " '" +
+			       std::string(value) + "' (want " +
+			       (o.want ? o.want : std::to_string(o.min) + ".." + std::to_string(o.max)) +
+			       ")";
+		if (auto *f = std::get_if<std::optional<uint32_t> Args::*>(&o.field))
+			args.**f = *n * o.scale;
+		else
+			args.*std::get<std::optional<uint16_t> Args::*>(o.field) =
+				static_cast<uint16_t>(*n * o.scale);
+		break;
+	}
+	case option_kind::choice: {
+		auto &out = args.*std::get<std::optional<uint32_t> Args::*>(o.field);
+		for (const option_choice &c : o.choices)
+			if (c.word && value == c.word)
+				out = c.value;
+		if (!out)
+			return "bad " + name + "= '" + std::string(value) + "' (want " +
+			       choice_words(o.choices, " or ") + ")";
+		break;
+	}
+	case option_kind::prefixes:
+		return parse_prefixes(name, value, o.max,
+				      args.*std::get<std::vector<netblk_prefix> Args::*>(o.field));
+	case option_kind::key_file:
+		return read_key_file(name, std::string(value),
+				     args.*std::get<std::optional<netblk_key> Args::*>(o.field));
+	}
 	return {};
 }
 
-std::string parse_start_option(std::string_view arg, netblk_start_args &args)
+// One of the words after <port>; "" when fine, else what is wrong.
+template <class Args, size_t N>
+std::string parse_option(const option_table<Args, N> &table, std::string_view arg, Args &args)
 {
-	if (arg == "ro") {
-		args.read_only = true;
-		return {};
+	for (const option_desc<Args> &o : table.options) {
+		std::string_view name = o.name;
+		if (o.kind == option_kind::flag) {
+			if (arg != name)
+				continue;
+			args.*std::get<bool Args::*>(o.field) = true;
+			return {};
+		}
+		if (arg.size() > name.size() && arg.starts_with(name) && arg[name.size()] == '=')
+			return parse_value(table, o, arg.substr(name.size() + 1), args);
 	}
-	if (arg.starts_with("dev=")) {
-		if (args.ifname)
-			return "dev= given twice";
-		if (arg.size() == 4)
-			return "dev= needs an interface name";
-		args.ifname = std::string(arg.substr(4));
-		return {};
-	}
-	if (arg.starts_with("mtu="))
-		return parse_u32_option(arg, "mtu", args.mtu);
-	if (arg.starts_with("cpu="))
-		return parse_u32_option(arg, "cpu", args.cpu);
-	if (arg.starts_with("poll="))
-		return parse_u32_option(arg, "poll", args.poll_us);
-	if (arg.starts_with("vlan=")) {
-		std::optional<uint32_t> vlan;
-		if (args.vlan)
-			return "vlan= given twice";
-		if (std::string err = parse_u32_option(arg, "vlan", vlan); !err.empty())
-			return err;
-		if (*vlan < 1 || *vlan > 4094)
-			return "bad vlan= '" + std::to_string(*vlan) + "' (want 1..4094)";
-		args.vlan = static_cast<uint16_t>(*vlan);
-		return {};
-	}
-	if (arg.starts_with("allow="))
-		return parse_allow(arg.substr(6), args.allow);
-	if (arg.starts_with("sessions=")) {
-		if (std::string err = parse_u32_option(arg, "sessions", args.sessions); !err.empty())
-			return err;
-		if (*args.sessions < 1 || *args.sessions > NETBLK_SESSIONS_LIMIT)
-			return "bad sessions= '" + std::to_string(*args.sessions) + "' (want 1..65536)";
-		return {};
-	}
-	if (arg.starts_with("per-source=")) {
-		if (std::string err = parse_u32_option(arg, "per-source", args.per_source); !err.empty())
-			return err;
-		if (*args.per_source < 1 || *args.per_source > NETBLK_SESSIONS_LIMIT)
-			return "bad per-source= '" + std::to_string(*args.per_source) +
-			       "' (want 1..65536, at most sessions=)";
-		return {};
-	}
-	if (arg.starts_with("key="))
-		return read_key_file(arg.substr(4), args.key);
-	if (arg.starts_with("nic-loss="))
-		return parse_choice(arg, "nic-loss", "wait", NETBLK_NIC_LOSS_WAIT, "stop",
-				    NETBLK_NIC_LOSS_STOP, args.nic_loss);
-	if (arg.starts_with("auth="))
-		return parse_choice(arg, "auth", "header", NETBLK_AUTH_HEADER, "full",
-				    NETBLK_AUTH_FULL, args.auth);
-	return "unknown option '" + std::string(arg) + "'";
+	return std::string(table.unknown) + " '" + std::string(arg) + "'";
 }
 
-// One of attach's trailing options; "" when fine, else what is wrong.
-std::string parse_attach_option(std::string_view arg, netblk_attach_args &args)
+// ---- the usage ---------------------------------------------------------
+
+// The column the synopsis's broken lines start in ("usage: netblkctl "
+// and more), and the help's: the option's name in the first, what it
+// does in the second and its further lines.
+constexpr size_t synopsis_indent = 23;
+constexpr size_t help_indent = 10;
+constexpr size_t help_text_column = 21;
+
+template <class Args>
+std::string option_label(const option_desc<Args> &o, bool in_help)
 {
-	if (arg == "ro") {
-		args.read_only = true;
-		return {};
+	if (o.kind == option_kind::flag)
+		return o.name;
+	std::string label = std::string(o.name) + "=";
+	if (in_help && (o.kind == option_kind::choice || o.kind == option_kind::prefixes))
+		return label + "...";
+	if (o.kind == option_kind::choice)
+		return label + choice_words(o.choices, "|");
+	return label + o.metavar;
+}
+
+// The option in the synopsis: " [dev=IFACE]", on a new line or inside the
+// previous option's brackets when it says so.
+template <class Args>
+void add_synopsis(const option_desc<Args> &o, std::string &synopsis)
+{
+	std::string item = "[" + option_label(o, false) + "]";
+	if (o.within_previous)
+		synopsis.insert(synopsis.size() - 1, " " + item);
+	else
+		synopsis += (o.new_line ? "\n" + std::string(synopsis_indent, ' ') : " ") + item;
+}
+
+// The option's lines in the help: its label, then what it does, a line of
+// it each line of the help text.
+template <class Args>
+void add_help(const option_desc<Args> &o, std::string &help)
+{
+	std::string label = option_label(o, true);
+	size_t width = help_text_column - help_indent;
+	help += std::string(help_indent, ' ') + label +
+		(label.size() < width ? std::string(width - label.size(), ' ') : "  ");
+	std::string_view text = o.help;
+	for (size_t nl; (nl = text.find('\n')) != text.npos; text.remove_prefix(nl + 1))
+		help += std::string(text.substr(0, nl)) + "\n" + std::string(help_text_column, ' ');
+	help += std::string(text) + "\n";
+}
+
+template <class Args, size_t N>
+option_usage usage_of(const option_table<Args, N> &table)
+{
+	option_usage u;
+	for (const option_desc<Args> &o : table.options) {
+		add_synopsis(o, u.synopsis);
+		add_help(o, u.help);
 	}
-	if (arg.starts_with("dev=")) {
-		if (args.ifname)
-			return "dev= given twice";
-		if (arg.size() == 4 || arg.size() - 4 >= IFNAMSIZ)
-			return "dev= needs an interface name (at most 15 characters)";
-		args.ifname = std::string(arg.substr(4));
-		return {};
-	}
-	if (arg.starts_with("queue-depth=")) {
-		auto v = parse_u32(arg.substr(12));
-		if (!v || *v < 1 || *v > NETBLK_HOST_DEPTH_LIMIT)
-			return "bad queue-depth '" + std::string(arg.substr(12)) + "' (want 1..1024)";
-		args.queue_depth = *v;
-		return {};
-	}
-	if (arg.starts_with("timeout=")) {
-		auto v = parse_u32(arg.substr(8));
-		if (!v || *v < 1 || *v > 86400)
-			return "bad timeout '" + std::string(arg.substr(8)) +
-			       "' (want whole seconds, 1..86400; leave it out to wait for the server)";
-		args.timeout_ms = *v * 1000;
-		return {};
-	}
-	if (arg.starts_with("key="))
-		return read_key_file(arg.substr(4), args.key);
-	return "unknown attach option '" + std::string(arg) + "'";
+	return u;
 }
 
 } // namespace
 
-// start's words after the command; "" when fine, else what is wrong.
+option_usage start_option_usage()
+{
+	return usage_of(start_options);
+}
+
+option_usage attach_option_usage()
+{
+	return usage_of(attach_options);
+}
+
 std::string parse_start_argv(const std::vector<std::string_view> &argv, netblk_start_args &args,
 			     bool &exist_ok)
 {
@@ -230,13 +437,12 @@ std::string parse_start_argv(const std::vector<std::string_view> &argv, netblk_s
 			exist_ok = true;
 			continue;
 		}
-		if (std::string err = parse_start_option(argv[i], args); !err.empty())
+		if (std::string err = parse_option(start_options, argv[i], args); !err.empty())
 			return err;
 	}
 	return {};
 }
 
-// attach's words after the command; "" when fine, else what is wrong.
 std::string parse_attach_argv(const std::vector<std::string_view> &argv, netblk_attach_args &args)
 {
 	if (argv.size() < 2)
@@ -251,8 +457,7 @@ std::string parse_attach_argv(const std::vector<std::string_view> &argv, netblk_
 		return "bad port '" + std::string(argv[1]) + "' (want 1..65535)";
 	args.port = *port;
 	for (size_t i = 2; i < argv.size(); i++)
-		if (std::string err = parse_attach_option(argv[i], args); !err.empty())
+		if (std::string err = parse_option(attach_options, argv[i], args); !err.empty())
 			return err;
 	return {};
 }
-
