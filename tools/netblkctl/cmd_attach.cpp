@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "options.h"
 
-int cmd_attach(const std::vector<std::string_view> &argv)
+int cmd_attach(const command_args &argv)
 {
 	netblk_attach_args args;
 	if (std::string err = parse_attach_argv(argv, args); !err.empty())
@@ -30,7 +30,7 @@ int cmd_attach(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
-int cmd_detach(const std::vector<std::string_view> &argv)
+int cmd_detach(const command_args &argv)
 {
 	std::optional<std::string> disk;
 	bool force = false, all = false;

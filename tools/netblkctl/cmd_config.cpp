@@ -136,7 +136,7 @@ bool same_target(const netblk_attach_args &a, const netblk_attached &att)
 // describes what runs is kept as written (its key=, its cpu=); a keyed
 // instance or attachment the file does not describe cannot be written
 // (the kernel never gives a key back) and fails the save.
-int cmd_save(const std::vector<std::string_view> &argv)
+int cmd_save(const command_args &argv)
 {
 	std::string file;
 	if (std::string err = config_file_arg(argv, "save", file); !err.empty())
@@ -220,7 +220,7 @@ int cmd_save(const std::vector<std::string_view> &argv)
 // stopped (detached) what the file does not name -- each step said.  Every
 // line is checked before anything is done; a step that fails does not stop
 // the others, and makes the exit status 1.
-int cmd_restore(const std::vector<std::string_view> &argv)
+int cmd_restore(const command_args &argv)
 {
 	std::string file;
 	if (std::string err = config_file_arg(argv, "restore", file); !err.empty())

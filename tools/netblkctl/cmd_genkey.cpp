@@ -9,7 +9,7 @@
 #include "cli.h"
 
 // A new key for key=, from the kernel's random numbers.
-int cmd_genkey(const std::vector<std::string_view> &argv)
+int cmd_genkey(const command_args &argv)
 {
 	if (!argv.empty())
 		return usage_error("genkey takes no arguments");

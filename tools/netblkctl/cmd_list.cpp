@@ -66,7 +66,7 @@ int dump_attached(std::vector<netblk_attached> &atts)
 	return 0;
 }
 
-int cmd_list(const std::vector<std::string_view> &argv)
+int cmd_list(const command_args &argv)
 {
 	bool json = false, attached_only = false;
 	for (auto arg : argv) {
@@ -102,7 +102,7 @@ int cmd_list(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
-int cmd_stats(const std::vector<std::string_view> &argv)
+int cmd_stats(const command_args &argv)
 {
 	if (argv.size() != 1 || argv[0] != "--prometheus")
 		return usage_error("stats needs --prometheus");
@@ -139,7 +139,7 @@ scrape_result scrape_metrics()
 
 } // namespace
 
-int cmd_exporter(const std::vector<std::string_view> &argv)
+int cmd_exporter(const command_args &argv)
 {
 	if (argv.size() != 2 || argv[0] != "--listen")
 		return usage_error("exporter needs --listen ADDR:PORT");

@@ -164,7 +164,7 @@ void readd_dropped_programs(netblk_client &client, const std::vector<netblk_inst
 	}
 }
 
-int cmd_start(const std::vector<std::string_view> &argv)
+int cmd_start(const command_args &argv)
 {
 	netblk_start_args args;
 	bool exist_ok = false;

@@ -7,7 +7,7 @@
 #include "cli.h"
 #include "xdp.h"
 
-int cmd_stop(const std::vector<std::string_view> &argv)
+int cmd_stop(const command_args &argv)
 {
 	bool exist_ok = argv.size() == 2 && argv[1] == "--exist-ok";
 	if (argv.size() != 1 && !exist_ok)

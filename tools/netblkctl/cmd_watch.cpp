@@ -174,7 +174,7 @@ int open_event_loop(netblk_client &requests, netblk_client &events, int &rc)
 
 } // namespace
 
-int cmd_watch(const std::vector<std::string_view> &argv)
+int cmd_watch(const command_args &argv)
 {
 	watch_options opt;
 	if (std::string err = parse_watch_options(argv, opt); !err.empty())
@@ -236,7 +236,7 @@ int cmd_watch(const std::vector<std::string_view> &argv)
 // (readd_dropped_programs): a WAITING event says an instance waits for
 // something new, and the instances are looked at once a few seconds too --
 // an event can be lost, and a NIC that failed to be mended is tried again.
-int cmd_supervise(const std::vector<std::string_view> &argv)
+int cmd_supervise(const command_args &argv)
 {
 	if (!argv.empty())
 		return usage_error("supervise takes no arguments");

@@ -79,7 +79,7 @@ std::optional<std::string> loaded_module_version()
 	return v;
 }
 
-int cmd_version(const std::vector<std::string_view> &argv)
+int cmd_version(const command_args &argv)
 {
 	if (!argv.empty())
 		return usage_error("--version takes no arguments");
@@ -89,6 +89,38 @@ int cmd_version(const std::vector<std::string_view> &argv)
 	return finish();
 }
 
+// --help, -h, help: the usage on stdout (words after it are not looked at).
+int cmd_help(const command_args &)
+{
+	fputs(usage_text().c_str(), stdout);
+	return finish();
+}
+
+struct command {
+	const char *name;
+	int (*run)(const command_args &argv);
+};
+
+const command commands[] = {
+	{"start", cmd_start},
+	{"stop", cmd_stop},
+	{"list", cmd_list},
+	{"stats", cmd_stats},
+	{"exporter", cmd_exporter},
+	{"attach", cmd_attach},
+	{"detach", cmd_detach},
+	{"save", cmd_save},
+	{"restore", cmd_restore},
+	{"watch", cmd_watch},
+	{"supervise", cmd_supervise},
+	{"genkey", cmd_genkey},
+	{"--version", cmd_version},
+	{"version", cmd_version},
+	{"--help", cmd_help},
+	{"-h", cmd_help},
+	{"help", cmd_help},
+};
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -97,38 +129,10 @@ int main(int argc, char **argv)
 		fputs(usage_text().c_str(), stderr);
 		return exit_usage;
 	}
-	std::string_view cmd = argv[1];
-	std::vector<std::string_view> args(argv + 2, argv + argc);
-	if (cmd == "--help" || cmd == "-h" || cmd == "help") {
-		fputs(usage_text().c_str(), stdout);
-		return finish();
-	}
-	if (cmd == "--version" || cmd == "version")
-		return cmd_version(args);
-	if (cmd == "start")
-		return cmd_start(args);
-	if (cmd == "stop")
-		return cmd_stop(args);
-	if (cmd == "attach")
-		return cmd_attach(args);
-	if (cmd == "detach")
-		return cmd_detach(args);
-	if (cmd == "genkey")
-		return cmd_genkey(args);
-	if (cmd == "save")
-		return cmd_save(args);
-	if (cmd == "restore")
-		return cmd_restore(args);
-	if (cmd == "list")
-		return cmd_list(args);
-	if (cmd == "watch")
-		return cmd_watch(args);
-	if (cmd == "stats")
-		return cmd_stats(args);
-	if (cmd == "exporter")
-		return cmd_exporter(args);
-	if (cmd == "supervise")
-		return cmd_supervise(args);
-	return usage_error("unknown command '" + std::string(cmd) + "'");
+	std::string_view name = argv[1];
+	command_args args(argv + 2, argv + argc);
+	for (const command &c : commands)
+		if (name == c.name)
+			return c.run(args);
+	return usage_error("unknown command '" + std::string(name) + "'");
 }
-
