@@ -1,18 +1,23 @@
 // start's and attach's options: see options.h.  Each command has a table
-// of option descriptions (start_options, attach_options below); one parser
-// and one usage writer read them.  Adding an option to netblkctl is a line
-// in a table (and the field it lands in, in netblk.h, sent by netblk.cpp).
+// of option descriptions (start_options, attach_options below) that one
+// parser, one usage writer, save's writer and --exist-ok's and restore's
+// comparison read.  Adding an option to netblkctl is a line in a table and
+// its name in the table's have_order when the kernel says it back (besides
+// the field it lands in, netblk.h, and sending it, netblk.cpp).
 #include "options.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <array>
 #include <cerrno>
 #include <cstring>
 #include <net/if.h>
+#include <span>
 #include <sys/stat.h>
 #include <variant>
 
 #include "cli.h"
+#include "core_api.h"		// NETBLK_SESSIONS_DEFAULT, NETBLK_PER_SOURCE_DEFAULT
 #include "key_text.h"
 
 namespace {
@@ -41,7 +46,13 @@ using option_field = std::variant<bool Args::*, std::optional<std::string> Args:
 				  std::optional<uint32_t> Args::*, std::optional<uint16_t> Args::*,
 				  std::vector<netblk_prefix> Args::*, std::optional<netblk_key> Args::*>;
 
-template <class Args>
+// Where the running instance's (or device's) value of an option is, in
+// `Have` (netblk_instance, netblk_attached): monostate when it has none.
+template <class Have>
+using have_field = std::variant<std::monostate, bool Have::*, std::string Have::*,
+				uint32_t Have::*, uint16_t Have::*, std::vector<netblk_prefix> Have::*>;
+
+template <class Args, class Have>
 struct option_desc {
 	const char *name;		// the word before '=' (a flag's whole word)
 	option_kind kind;
@@ -61,20 +72,27 @@ struct option_desc {
 	const char *help = nullptr;
 	bool new_line = false;
 	bool within_previous = false;
+	// What the running instance has, compared by --exist-ok and restore
+	// and written by save; whether save writes it: by default a flag set,
+	// a text or list not empty, a number not 0, a choice not its first
+	// (the default); `saved_if` says otherwise, `not_saved` never.
+	have_field<Have> have{};
+	bool (*saved_if)(uint32_t value, const Have &have, uint32_t nic_mtu) = nullptr;
+	bool not_saved = false;
 };
 
 // A command's options, and the wording of its messages (attach's have been
 // "unknown attach option" and "bad timeout '0'", without the '=': kept for
 // whoever matches them).
-template <class Args, size_t N>
+template <class Args, class Have, size_t N>
 struct option_table {
-	std::array<option_desc<Args>, N> options;
+	std::array<option_desc<Args, Have>, N> options;
 	const char *unknown;		// "unknown option"
 	bool bad_without_equals;	// "bad timeout '0'" rather than "bad timeout= '0'"
 };
 
-template <class Args>
-constexpr bool option_well_formed(const option_desc<Args> &o)
+template <class Args, class Have>
+constexpr bool option_well_formed(const option_desc<Args, Have> &o)
 {
 	switch (o.kind) {
 	case option_kind::flag:
@@ -97,46 +115,97 @@ constexpr bool option_well_formed(const option_desc<Args> &o)
 	return false;
 }
 
-template <class Args, size_t N>
-constexpr bool options_well_formed(const option_table<Args, N> &t)
+// The running instance's value is of the type the option's kind takes.
+template <class Args, class Have>
+constexpr bool have_well_formed(const option_desc<Args, Have> &o)
 {
-	for (const option_desc<Args> &o : t.options)
-		if (!option_well_formed(o) || !o.help || (o.kind != option_kind::flag && !o.metavar))
+	if (std::holds_alternative<std::monostate>(o.have))
+		return true;
+	switch (o.kind) {
+	case option_kind::flag:
+		return std::holds_alternative<bool Have::*>(o.have);
+	case option_kind::name:
+		return std::holds_alternative<std::string Have::*>(o.have);
+	case option_kind::u32:
+		return std::holds_alternative<uint32_t Have::*>(o.have) ||
+		       std::holds_alternative<uint16_t Have::*>(o.have);
+	case option_kind::choice:
+		return std::holds_alternative<uint32_t Have::*>(o.have);
+	case option_kind::prefixes:
+		return std::holds_alternative<std::vector<netblk_prefix> Have::*>(o.have);
+	case option_kind::key_file:
+		return false;	// the kernel never gives a key back
+	}
+	return false;
+}
+
+template <class Args, class Have, size_t N>
+constexpr bool options_well_formed(const option_table<Args, Have, N> &t)
+{
+	for (const option_desc<Args, Have> &o : t.options)
+		if (!option_well_formed(o) || !have_well_formed(o) || !o.help ||
+		    (o.kind != option_kind::flag && !o.metavar))
 			return false;
 	return true;
 }
 
 using start_args = netblk_start_args;
 using attach_args = netblk_attach_args;
+using instance = netblk_instance;
+using attached = netblk_attached;
+
+// save: an instance takes its NIC's MTU, 1024 sessions and 16 (at most
+// all) of them a source unless told otherwise: said only when different.
+bool mtu_not_nics(uint32_t mtu, const instance &, uint32_t nic_mtu)
+{
+	return mtu != nic_mtu;
+}
+
+bool sessions_not_default(uint32_t sessions, const instance &, uint32_t)
+{
+	return sessions && sessions != NETBLK_SESSIONS_DEFAULT;
+}
+
+bool per_source_not_default(uint32_t per_source, const instance &inst, uint32_t)
+{
+	return per_source &&
+	       per_source != std::min<uint32_t>(NETBLK_PER_SOURCE_DEFAULT, inst.sessions);
+}
 
 // start's options, in the order of the usage.
-constexpr option_table<start_args, 12> start_options = {{{
+constexpr option_table<start_args, netblk_instance, 12> start_options = {{{
 	{.name = "ro", .kind = option_kind::flag, .field = &start_args::read_only,
-	 .help = "refuse writes"},
+	 .help = "refuse writes", .have = &instance::read_only},
 	{.name = "dev", .kind = option_kind::name, .field = &start_args::ifname,
 	 .want = "an interface name", .metavar = "IFACE",
-	 .help = "the NIC to serve on (default: the default route's)"},
+	 .help = "the NIC to serve on (default: the default route's)", .have = &instance::ifname},
 	{.name = "mtu", .kind = option_kind::u32, .field = &start_args::mtu, .max = UINT32_MAX,
-	 .metavar = "N", .help = "the MTU to size datagrams for"},
+	 .metavar = "N", .help = "the MTU to size datagrams for",
+	 .have = &instance::mtu, .saved_if = mtu_not_nics},
 	{.name = "cpu", .kind = option_kind::u32, .field = &start_args::cpu, .max = UINT32_MAX,
-	 .metavar = "N", .help = "the CPU of the instance's worker"},
+	 .metavar = "N", .help = "the CPU of the instance's worker",
+	 .have = &instance::cpu, .not_saved = true},	// by default what the NIC can do
 	{.name = "poll", .kind = option_kind::u32, .field = &start_args::poll_us, .max = UINT32_MAX,
-	 .metavar = "US", .help = "the worker's poll time, in microseconds"},
+	 .metavar = "US", .help = "the worker's poll time, in microseconds",
+	 .have = &instance::poll_us},
 	{.name = "vlan", .kind = option_kind::u32, .field = &start_args::vlan, .min = 1, .max = 4094,
 	 .metavar = "N", .help = "serve 802.1Q VLAN N of the NIC (the address of its VLAN device)",
-	 .new_line = true},
+	 .new_line = true, .have = &instance::vlan},
 	{.name = "allow", .kind = option_kind::prefixes, .field = &start_args::allow,
 	 .max = NETBLK_ALLOW_MAX, .metavar = "PREFIX[,PREFIX...]",
 	 .help = "answer only these sources (10.1.0.0/16,10.2.3.4), filtered\n"
-		 "by the NIC's XDP program before anything else sees them"},
+		 "by the NIC's XDP program before anything else sees them",
+	 .have = &instance::allow},
 	{.name = "sessions", .kind = option_kind::u32, .field = &start_args::sessions, .min = 1,
 	 .max = NETBLK_SESSIONS_LIMIT, .metavar = "N",
-	 .help = "the clients' sessions it holds at once (default 1024)"},
+	 .help = "the clients' sessions it holds at once (default 1024)",
+	 .have = &instance::sessions, .saved_if = sessions_not_default},
 	{.name = "per-source", .kind = option_kind::u32, .field = &start_args::per_source,
 	 .min = 1, .max = NETBLK_SESSIONS_LIMIT, .want = "1..65536, at most sessions=",
 	 .metavar = "N",
 	 .help = "of those, one source address may hold (default 16):\n"
-		 "raise it for clients behind one NAT address"},
+		 "raise it for clients behind one NAT address",
+	 .have = &instance::per_source, .saved_if = per_source_not_default},
 	{.name = "key", .kind = option_kind::key_file, .field = &start_args::key,
 	 .metavar = "FILE", .help = "answer only datagrams tagged with this key (32 hex digits)",
 	 .new_line = true},
@@ -150,30 +219,60 @@ constexpr option_table<start_args, 12> start_options = {{{
 	 .choices = {{{"wait", NETBLK_NIC_LOSS_WAIT}, {"stop", NETBLK_NIC_LOSS_STOP}}},
 	 .metavar = "...",
 	 .help = "when the NIC goes down, loses the address or lowers its\n"
-		 "MTU: wait for it to come back (default), or stop"},
+		 "MTU: wait for it to come back (default), or stop",
+	 .have = &instance::nic_loss},
 }}, "unknown option", false};
 static_assert(options_well_formed(start_options));
 
 // attach's options, in the order of the usage.
-constexpr option_table<attach_args, 5> attach_options = {{{
+constexpr option_table<attach_args, netblk_attached, 5> attach_options = {{{
 	{.name = "ro", .kind = option_kind::flag, .field = &attach_args::read_only,
-	 .help = "refuse writes (an instance that serves read-only is attached so)"},
+	 .help = "refuse writes (an instance that serves read-only is attached so)",
+	 .have = &attached::read_only},
 	{.name = "dev", .kind = option_kind::name, .field = &attach_args::ifname,
 	 .max = IFNAMSIZ - 1, .want = "an interface name", .metavar = "IFACE",
-	 .help = "send through this network interface only"},
+	 .help = "send through this network interface only", .have = &attached::ifname},
 	{.name = "queue-depth", .kind = option_kind::u32, .field = &attach_args::queue_depth,
 	 .min = 1, .max = NETBLK_HOST_DEPTH_LIMIT, .metavar = "N",
-	 .help = "requests in flight (1..1024, default 64)"},
+	 .help = "requests in flight (1..1024, default 64)", .have = &attached::queue_depth},
 	{.name = "timeout", .kind = option_kind::u32, .field = &attach_args::timeout_ms, .min = 1,
 	 .max = 86400, .scale = 1000,
 	 .want = "whole seconds, 1..86400; leave it out to wait for the server", .metavar = "S",
 	 .help = "fail I/O the server has not answered in S seconds (default:\n"
-		 "wait for it, however long it is away)"},
+		 "wait for it, however long it is away)", .have = &attached::timeout_ms},
 	{.name = "key", .kind = option_kind::key_file, .field = &attach_args::key,
 	 .metavar = "FILE", .help = "tag every datagram with this key (an instance's auth=header)",
 	 .new_line = true},
 }}, "unknown attach option", true};
 static_assert(options_well_formed(attach_options));
+
+// The order in which what runs is looked at: save writes the options in it
+// and --exist-ok and restore name the first that differs.  It is the order
+// they always have (restore takes any); every option with a `have` is in
+// it once.
+constexpr const char *start_have_order[] = {
+	"ro", "dev", "vlan", "mtu", "cpu", "poll", "sessions", "per-source", "nic-loss", "allow",
+};
+constexpr const char *attach_have_order[] = {"ro", "dev", "queue-depth", "timeout"};
+
+template <class Args, class Have, size_t N>
+constexpr bool have_order_complete(const option_table<Args, Have, N> &t,
+				   std::span<const char *const> order)
+{
+	size_t with_have = 0;
+	for (const option_desc<Args, Have> &o : t.options) {
+		bool has = !std::holds_alternative<std::monostate>(o.have);
+		size_t named = 0;
+		for (const char *name : order)
+			named += std::string_view(name) == o.name;
+		if (named != (has ? 1u : 0u))
+			return false;
+		with_have += has;
+	}
+	return with_have == order.size();
+}
+static_assert(have_order_complete(start_options, start_have_order));
+static_assert(have_order_complete(attach_options, attach_have_order));
 
 // ---- the values --------------------------------------------------------
 
@@ -262,8 +361,8 @@ std::string choice_words(const std::array<option_choice, N> &choices, const char
 }
 
 // Whether the option is in `args` already (it cannot be given twice).
-template <class Args>
-bool option_given(const option_desc<Args> &o, const Args &args)
+template <class Args, class Have>
+bool option_given(const option_desc<Args, Have> &o, const Args &args)
 {
 	return std::visit([&](auto field) {
 		const auto &value = args.*field;
@@ -279,8 +378,8 @@ bool option_given(const option_desc<Args> &o, const Args &args)
 
 // The value after "name=" of option `o` into `args`; "" when fine, else
 // what is wrong.
-template <class Args, size_t N>
-std::string parse_value(const option_table<Args, N> &table, const option_desc<Args> &o,
+template <class Args, class Have, size_t N>
+std::string parse_value(const option_table<Args, Have, N> &table, const option_desc<Args, Have> &o,
 			std::string_view value, Args &args)
 {
 	std::string name = o.name;
@@ -330,10 +429,10 @@ std::string parse_value(const option_table<Args, N> &table, const option_desc<Ar
 }
 
 // One of the words after <port>; "" when fine, else what is wrong.
-template <class Args, size_t N>
-std::string parse_option(const option_table<Args, N> &table, std::string_view arg, Args &args)
+template <class Args, class Have, size_t N>
+std::string parse_option(const option_table<Args, Have, N> &table, std::string_view arg, Args &args)
 {
-	for (const option_desc<Args> &o : table.options) {
+	for (const option_desc<Args, Have> &o : table.options) {
 		std::string_view name = o.name;
 		if (o.kind == option_kind::flag) {
 			if (arg != name)
@@ -347,6 +446,139 @@ std::string parse_option(const option_table<Args, N> &table, std::string_view ar
 	return std::string(table.unknown) + " '" + std::string(arg) + "'";
 }
 
+// ---- what runs: compared and saved -------------------------------------
+
+// The number of option `o` in `have`.
+template <class Args, class Have>
+uint32_t have_number(const option_desc<Args, Have> &o, const Have &have)
+{
+	if (auto *f = std::get_if<uint16_t Have::*>(&o.have))
+		return have.**f;
+	return have.*std::get<uint32_t Have::*>(o.have);
+}
+
+template <size_t N>
+const char *choice_word(const std::array<option_choice, N> &choices, uint32_t value)
+{
+	for (const option_choice &c : choices)
+		if (c.word && c.value == value)
+			return c.word;
+	return "?";
+}
+
+// "10.1.0.0/16,10.2.3.4"; "any source" for none.
+std::string prefixes_text(const std::vector<netblk_prefix> &prefixes)
+{
+	if (prefixes.empty())
+		return "any source";
+	std::string t;
+	for (const netblk_prefix &p : prefixes)
+		t += (t.empty() ? "" : ",") + format_prefix(p);
+	return t;
+}
+
+// The same prefixes, in any order.
+bool same_prefixes(const std::vector<netblk_prefix> &a, const std::vector<netblk_prefix> &b)
+{
+	if (a.size() != b.size())
+		return false;
+	for (const netblk_prefix &p : a) {
+		bool found = false;
+		for (const netblk_prefix &q : b)
+			found |= p.addr == q.addr && p.len == q.len;
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+// " mtu=1200" when save writes option `o` of `have`, else "".
+template <class Args, class Have>
+std::string saved_option(const option_desc<Args, Have> &o, const Have &have, uint32_t nic_mtu)
+{
+	std::string name = o.name;
+	switch (o.kind) {
+	case option_kind::flag:
+		return have.*std::get<bool Have::*>(o.have) ? " " + name : "";
+	case option_kind::name: {
+		const std::string &text = have.*std::get<std::string Have::*>(o.have);
+		return text.empty() ? "" : " " + name + "=" + text;
+	}
+	case option_kind::u32: {
+		uint32_t n = have_number(o, have);
+		if (o.saved_if ? !o.saved_if(n, have, nic_mtu) : n == 0)
+			return {};
+		return " " + name + "=" + std::to_string(n / o.scale + (n % o.scale != 0));
+	}
+	case option_kind::choice: {
+		uint32_t v = have.*std::get<uint32_t Have::*>(o.have);
+		return v == o.choices[0].value ? "" : " " + name + "=" + choice_word(o.choices, v);
+	}
+	case option_kind::prefixes: {
+		const auto &prefixes = have.*std::get<std::vector<netblk_prefix> Have::*>(o.have);
+		return prefixes.empty() ? "" : " " + name + "=" + prefixes_text(prefixes);
+	}
+	case option_kind::key_file:
+		break;
+	}
+	return {};
+}
+
+template <class Args, class Have, size_t N>
+std::string saved_options(const option_table<Args, Have, N> &table,
+			  std::span<const char *const> order, const Have &have, uint32_t nic_mtu)
+{
+	std::string words;
+	for (const char *name : order)
+		for (const option_desc<Args, Have> &o : table.options)
+			if (std::string_view(name) == o.name && !o.not_saved)
+				words += saved_option(o, have, nic_mtu);
+	return words;
+}
+
+// The number option `o` (a u32) is given in `want`, as it lands there.
+template <class Args, class Have>
+uint32_t want_number(const option_desc<Args, Have> &o, const Args &want)
+{
+	if (auto *f = std::get_if<std::optional<uint16_t> Args::*>(&o.field))
+		return *(want.**f);
+	return *(want.*std::get<std::optional<uint32_t> Args::*>(o.field));
+}
+
+// "mtu 1500, not 9000" when option `o`, a number, a choice or a list that
+// `want` names, is otherwise in `have`; else "".  Flags, names and keys are
+// compared by start_differs (settings.h), in words of their own.
+template <class Args, class Have>
+std::string option_differs(const option_desc<Args, Have> &o, const Args &want, const Have &have)
+{
+	if (!option_given(o, want) || std::holds_alternative<std::monostate>(o.have))
+		return {};
+	std::string name = o.name;
+	switch (o.kind) {
+	case option_kind::u32: {
+		uint32_t w = want_number(o, want), h = have_number(o, have);
+		return w == h ? "" : name + " " + std::to_string(h) + ", not " + std::to_string(w);
+	}
+	case option_kind::choice: {
+		uint32_t w = *(want.*std::get<std::optional<uint32_t> Args::*>(o.field));
+		uint32_t h = have.*std::get<uint32_t Have::*>(o.have);
+		return w == h ? "" : name + " " + choice_word(o.choices, h) + ", not " +
+						   choice_word(o.choices, w);
+	}
+	case option_kind::prefixes: {
+		const auto &w = want.*std::get<std::vector<netblk_prefix> Args::*>(o.field);
+		const auto &h = have.*std::get<std::vector<netblk_prefix> Have::*>(o.have);
+		return same_prefixes(w, h) ? "" : name + " " + prefixes_text(h) + ", not " +
+							  prefixes_text(w);
+	}
+	case option_kind::flag:
+	case option_kind::name:
+	case option_kind::key_file:
+		break;
+	}
+	return {};
+}
+
 // ---- the usage ---------------------------------------------------------
 
 // The column the synopsis's broken lines start in ("usage: netblkctl "
@@ -356,8 +588,8 @@ constexpr size_t synopsis_indent = 23;
 constexpr size_t help_indent = 10;
 constexpr size_t help_text_column = 21;
 
-template <class Args>
-std::string option_label(const option_desc<Args> &o, bool in_help)
+template <class Args, class Have>
+std::string option_label(const option_desc<Args, Have> &o, bool in_help)
 {
 	if (o.kind == option_kind::flag)
 		return o.name;
@@ -371,8 +603,8 @@ std::string option_label(const option_desc<Args> &o, bool in_help)
 
 // The option in the synopsis: " [dev=IFACE]", on a new line or inside the
 // previous option's brackets when it says so.
-template <class Args>
-void add_synopsis(const option_desc<Args> &o, std::string &synopsis)
+template <class Args, class Have>
+void add_synopsis(const option_desc<Args, Have> &o, std::string &synopsis)
 {
 	std::string item = "[" + option_label(o, false) + "]";
 	if (o.within_previous)
@@ -383,8 +615,8 @@ void add_synopsis(const option_desc<Args> &o, std::string &synopsis)
 
 // The option's lines in the help: its label, then what it does, a line of
 // it each line of the help text.
-template <class Args>
-void add_help(const option_desc<Args> &o, std::string &help)
+template <class Args, class Have>
+void add_help(const option_desc<Args, Have> &o, std::string &help)
 {
 	std::string label = option_label(o, true);
 	size_t width = help_text_column - help_indent;
@@ -396,11 +628,11 @@ void add_help(const option_desc<Args> &o, std::string &help)
 	help += std::string(text) + "\n";
 }
 
-template <class Args, size_t N>
-option_usage usage_of(const option_table<Args, N> &table)
+template <class Args, class Have, size_t N>
+option_usage usage_of(const option_table<Args, Have, N> &table)
 {
 	option_usage u;
-	for (const option_desc<Args> &o : table.options) {
+	for (const option_desc<Args, Have> &o : table.options) {
 		add_synopsis(o, u.synopsis);
 		add_help(o, u.help);
 	}
@@ -417,6 +649,26 @@ option_usage start_option_usage()
 option_usage attach_option_usage()
 {
 	return usage_of(attach_options);
+}
+
+std::string format_start_options(const netblk_instance &inst, uint32_t nic_mtu)
+{
+	return saved_options(start_options, start_have_order, inst, nic_mtu);
+}
+
+std::string format_attach_options(const netblk_attached &att)
+{
+	return saved_options(attach_options, attach_have_order, att, 0);
+}
+
+std::string start_options_differ(const netblk_start_args &want, const netblk_instance &have)
+{
+	for (std::string_view name : start_have_order)
+		for (const auto &o : start_options.options)
+			if (name == o.name)
+				if (std::string d = option_differs(o, want, have); !d.empty())
+					return d;
+	return {};
 }
 
 std::string parse_start_argv(const std::vector<std::string_view> &argv, netblk_start_args &args,

@@ -31,3 +31,18 @@ struct option_usage {
 };
 option_usage start_option_usage();
 option_usage attach_option_usage();
+
+// save: a running instance's options as start's words (" ro dev=eth0
+// vlan=5 ..."), those it was started with or that make it what it is; the
+// defaults are left out, mtu= when it is `nic_mtu`, the NIC's.  Its
+// worker's CPU is not written: by default instances take theirs from what
+// the NIC can do.  A key never is (the kernel does not give it back).
+std::string format_start_options(const netblk_instance &inst, uint32_t nic_mtu);
+
+// save: an attached device's options as attach's words.
+std::string format_attach_options(const netblk_attached &att);
+
+// --exist-ok and restore: the first of the numbers, choices and lists
+// (mtu=, vlan=, allow=, nic-loss= ...) `want` names that the running
+// instance `have` has otherwise, as "mtu 1500, not 9000"; "" when none.
+std::string start_options_differ(const netblk_start_args &want, const netblk_instance &have);
