@@ -12,6 +12,7 @@
 
 namespace {
 
+// list without --attached: the instances, then (in text) the attached devices.
 void print_list(const std::vector<netblk_instance> &insts,
 		const std::vector<netblk_attached> &atts, bool json)
 {
@@ -40,8 +41,6 @@ void read_not_allowed(std::vector<netblk_instance> &insts)
 
 } // namespace
 
-// Every instance, as LIST dumps them; 0, or the exit status of the failure
-// (already reported).
 int dump_instances(std::vector<netblk_instance> &insts)
 {
 	netblk_client client;
@@ -54,7 +53,6 @@ int dump_instances(std::vector<netblk_instance> &insts)
 	return 0;
 }
 
-// The block-device client's devices; 0, or the exit status of the failure.
 int dump_attached(std::vector<netblk_attached> &atts)
 {
 	netblk_client client;
