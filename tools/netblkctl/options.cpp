@@ -84,9 +84,9 @@ struct option_desc {
 // A command's options, and the wording of its messages (attach's have been
 // "unknown attach option" and "bad timeout '0'", without the '=': kept for
 // whoever matches them).
-template <class Args, class Have, size_t N>
+template <class Args, class Have>
 struct option_table {
-	std::array<option_desc<Args, Have>, N> options;
+	std::span<const option_desc<Args, Have>> options;
 	const char *unknown;		// "unknown option"
 	bool bad_without_equals;	// "bad timeout '0'" rather than "bad timeout= '0'"
 };
@@ -139,8 +139,8 @@ constexpr bool have_well_formed(const option_desc<Args, Have> &o)
 	return false;
 }
 
-template <class Args, class Have, size_t N>
-constexpr bool options_well_formed(const option_table<Args, Have, N> &t)
+template <class Args, class Have>
+constexpr bool options_well_formed(const option_table<Args, Have> &t)
 {
 	for (const option_desc<Args, Have> &o : t.options)
 		if (!option_well_formed(o) || !have_well_formed(o) || !o.help ||
@@ -173,7 +173,7 @@ bool per_source_not_default(uint32_t per_source, const instance &inst, uint32_t)
 }
 
 // start's options, in the order of the usage.
-constexpr option_table<start_args, netblk_instance, 12> start_options = {{{
+constexpr option_desc<start_args, instance> start_option_list[] = {
 	{.name = "ro", .kind = option_kind::flag, .field = &start_args::read_only,
 	 .help = "refuse writes", .have = &instance::read_only},
 	{.name = "dev", .kind = option_kind::name, .field = &start_args::ifname,
@@ -221,11 +221,13 @@ constexpr option_table<start_args, netblk_instance, 12> start_options = {{{
 	 .help = "when the NIC goes down, loses the address or lowers its\n"
 		 "MTU: wait for it to come back (default), or stop",
 	 .have = &instance::nic_loss},
-}}, "unknown option", false};
+};
+constexpr option_table<start_args, instance> start_options = {start_option_list,
+								  "unknown option", false};
 static_assert(options_well_formed(start_options));
 
 // attach's options, in the order of the usage.
-constexpr option_table<attach_args, netblk_attached, 5> attach_options = {{{
+constexpr option_desc<attach_args, attached> attach_option_list[] = {
 	{.name = "ro", .kind = option_kind::flag, .field = &attach_args::read_only,
 	 .help = "refuse writes (an instance that serves read-only is attached so)",
 	 .have = &attached::read_only},
@@ -243,7 +245,9 @@ constexpr option_table<attach_args, netblk_attached, 5> attach_options = {{{
 	{.name = "key", .kind = option_kind::key_file, .field = &attach_args::key,
 	 .metavar = "FILE", .help = "tag every datagram with this key (an instance's auth=header)",
 	 .new_line = true},
-}}, "unknown attach option", true};
+};
+constexpr option_table<attach_args, attached> attach_options = {attach_option_list,
+								   "unknown attach option", true};
 static_assert(options_well_formed(attach_options));
 
 // The order in which what runs is looked at: save writes the options in it
@@ -255,8 +259,8 @@ constexpr const char *start_have_order[] = {
 };
 constexpr const char *attach_have_order[] = {"ro", "dev", "queue-depth", "timeout"};
 
-template <class Args, class Have, size_t N>
-constexpr bool have_order_complete(const option_table<Args, Have, N> &t,
+template <class Args, class Have>
+constexpr bool have_order_complete(const option_table<Args, Have> &t,
 				   std::span<const char *const> order)
 {
 	size_t with_have = 0;
@@ -378,8 +382,8 @@ bool option_given(const option_desc<Args, Have> &o, const Args &args)
 
 // The value after "name=" of option `o` into `args`; "" when fine, else
 // what is wrong.
-template <class Args, class Have, size_t N>
-std::string parse_value(const option_table<Args, Have, N> &table, const option_desc<Args, Have> &o,
+template <class Args, class Have>
+std::string parse_value(const option_table<Args, Have> &table, const option_desc<Args, Have> &o,
 			std::string_view value, Args &args)
 {
 	std::string name = o.name;
@@ -429,8 +433,8 @@ std::string parse_value(const option_table<Args, Have, N> &table, const option_d
 }
 
 // One of the words after <port>; "" when fine, else what is wrong.
-template <class Args, class Have, size_t N>
-std::string parse_option(const option_table<Args, Have, N> &table, std::string_view arg, Args &args)
+template <class Args, class Have>
+std::string parse_option(const option_table<Args, Have> &table, std::string_view arg, Args &args)
 {
 	for (const option_desc<Args, Have> &o : table.options) {
 		std::string_view name = o.name;
@@ -524,8 +528,8 @@ std::string saved_option(const option_desc<Args, Have> &o, const Have &have, uin
 	return {};
 }
 
-template <class Args, class Have, size_t N>
-std::string saved_options(const option_table<Args, Have, N> &table,
+template <class Args, class Have>
+std::string saved_options(const option_table<Args, Have> &table,
 			  std::span<const char *const> order, const Have &have, uint32_t nic_mtu)
 {
 	std::string words;
@@ -628,8 +632,8 @@ void add_help(const option_desc<Args, Have> &o, std::string &help)
 	help += std::string(text) + "\n";
 }
 
-template <class Args, class Have, size_t N>
-option_usage usage_of(const option_table<Args, Have, N> &table)
+template <class Args, class Have>
+option_usage usage_of(const option_table<Args, Have> &table)
 {
 	option_usage u;
 	for (const option_desc<Args, Have> &o : table.options) {
