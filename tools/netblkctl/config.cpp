@@ -3,7 +3,7 @@
 
 #include <arpa/inet.h>
 
-#include "core_api.h"		// NETBLK_SESSIONS_DEFAULT
+#include "options.h"
 
 namespace {
 
@@ -75,39 +75,14 @@ std::string parse_config(std::string_view text, const std::string &file,
 std::string format_start_line(const netblk_instance &inst, const std::string &device,
 			      uint32_t nic_mtu)
 {
-	std::string l = "start " + device + " " + std::to_string(inst.port);
-	if (inst.read_only)
-		l += " ro";
-	l += " dev=" + inst.ifname;
-	if (inst.vlan)
-		l += " vlan=" + std::to_string(inst.vlan);
-	if (inst.mtu != nic_mtu)
-		l += " mtu=" + std::to_string(inst.mtu);
-	if (inst.poll_us)
-		l += " poll=" + std::to_string(inst.poll_us);
-	if (inst.sessions && inst.sessions != NETBLK_SESSIONS_DEFAULT)
-		l += " sessions=" + std::to_string(inst.sessions);
-	if (inst.per_source &&
-	    inst.per_source != std::min<uint32_t>(NETBLK_PER_SOURCE_DEFAULT, inst.sessions))
-		l += " per-source=" + std::to_string(inst.per_source);
-	for (size_t i = 0; i < inst.allow.size(); i++)
-		l += (i ? "," : " allow=") + format_prefix(inst.allow[i]);
-	if (inst.nic_loss == NETBLK_NIC_LOSS_STOP)
-		l += " nic-loss=stop";
-	return l;
+	return "start " + device + " " + std::to_string(inst.port) +
+	       format_start_options(inst, nic_mtu);
 }
 
 std::string format_attach_line(const netblk_attached &att)
 {
-	std::string l = "attach " + ipv4_text(att.addr) + " " + std::to_string(att.port);
-	if (att.read_only)
-		l += " ro";
-	if (!att.ifname.empty())
-		l += " dev=" + att.ifname;
-	l += " queue-depth=" + std::to_string(att.queue_depth);
-	if (att.timeout_ms)
-		l += " timeout=" + std::to_string((att.timeout_ms + 999) / 1000);
-	return l;
+	return "attach " + ipv4_text(att.addr) + " " + std::to_string(att.port) +
+	       format_attach_options(att);
 }
 
 std::string format_config(const std::vector<std::string> &lines)

@@ -29,11 +29,12 @@ std::string parse_config(std::string_view text, const std::string &file,
 // A running instance as a start line: `device` the path to name it by (a
 // stable /dev/disk/ one where there is), `nic_mtu` the NIC's MTU now (mtu=
 // is written only when the instance's differs).  Its worker's CPU is not
-// written: by default instances take theirs from what the NIC can do.
+// written: by default instances take theirs from what the NIC can do.  The
+// options are written from start's table (format_start_options, options.h).
 std::string format_start_line(const netblk_instance &inst, const std::string &device,
 			      uint32_t nic_mtu);
 
-// An attached device as an attach line.
+// An attached device as an attach line (format_attach_options).
 std::string format_attach_line(const netblk_attached &att);
 
 // The whole file: a header saying what it is, then the lines.

@@ -10,7 +10,8 @@
 
 // "" when the running instance `have` has every setting `want` names, else
 // the first that differs ("mtu 1500, not 9000"). Settings `want` leaves out
-// (mtu=, cpu=, poll=, sessions=, vlan=, allow=, nic-loss=) are not compared; read-only
+// (mtu=, cpu=, poll=, sessions=, vlan=, allow=, nic-loss=: those of start's
+// option table with a running value, start_options_differ) are not compared; read-only
 // and whether the instance takes a key always are (a key's bytes cannot
 // be: the kernel never gives them back).  The NIC compared is the XDP one:
 // `want_nic` is dev=IFACE or the default route's, less any VLAN device.

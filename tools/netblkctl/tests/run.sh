@@ -9,5 +9,6 @@ g++ -std=c++20 -O2 -g -Wall -Wextra -Werror -fsanitize=address,undefined \
 	tools/netblkctl/tests/self_check.cpp tools/netblkctl/format.cpp tools/netblkctl/key_text.cpp \
 	tools/netblkctl/genl.cpp tools/netblkctl/netblk.cpp tools/netblkctl/xdp.cpp tools/netblkctl/settings.cpp tools/netblkctl/config.cpp \
 	tools/netblkctl/latency.cpp tools/netblkctl/prometheus.cpp tools/netblkctl/watch.cpp \
-	tools/netblkctl/exporter.cpp kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
+	tools/netblkctl/exporter.cpp tools/netblkctl/options.cpp tools/netblkctl/cli.cpp \
+	kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
 build/netblkctl_self_check
