@@ -343,7 +343,7 @@ TEST(Prometheus, ExpositionPassesPromtoolAndHoldsTheCounters)
 		0.451514246) < 1e-12 &&
 		!find_sample(samples, "netblk_op_service_time_seconds_count", with("op", "write")))
 			<< "service time by op";
-	EXPECT_TRUE(!find_sample(samples, "netblk_service_time_seconds_count", {{"port", "7001"}}))
+	EXPECT_FALSE(find_sample(samples, "netblk_service_time_seconds_count", {{"port", "7001"}}))
 		<< "no histogram samples without a histogram";
 	EXPECT_TRUE(text.find("# TYPE netblk_requests_total counter\n") != std::string::npos &&
 		text.find("# TYPE netblk_inflight gauge\n") != std::string::npos &&

@@ -46,6 +46,6 @@ TEST(Settings, StartExistOkComparesWhatWasAskedFor)
 	have.state = NETBLK_STATE_STOPPING;
 	EXPECT_EQ(start_differs(want, "eth0", have), "it is stopping") << "exist-ok: stopping";
 	EXPECT_TRUE(same_block_device("/dev/null", "/dev/null")) << "same path, same device";
-	EXPECT_TRUE(!same_block_device("/dev/null", "/dev/zero"))
+	EXPECT_FALSE(same_block_device("/dev/null", "/dev/zero"))
 		<< "character devices are no disks";
 }
