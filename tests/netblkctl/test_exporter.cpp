@@ -91,7 +91,7 @@ int stop_exporter(pid_t pid)
 
 } // namespace
 
-TEST(Exporter, AnswersMetricsOverHttpAndRefusesWhatItShould)
+TEST(Exporter, ListenAddressIsAnIpv4AddressAndAPort)
 {
 	sockaddr_in a;
 	EXPECT_EQ(parse_listen_address("127.0.0.1:9575", a), "") << "listen address";
@@ -103,7 +103,10 @@ TEST(Exporter, AnswersMetricsOverHttpAndRefusesWhatItShould)
 		parse_listen_address("0.0.0.0:0", a).find("1..65535") != std::string::npos &&
 		parse_listen_address("0.0.0.0:70000", a).find("1..65535") != std::string::npos)
 			<< "bad listen addresses say what to give";
+}
 
+TEST(Exporter, AnswersGetMetricsWithAScrapeAndRefusesTheRest)
+{
 	int scrapes = 0;
 	auto ok = [&]() -> scrape_result {
 		scrapes++;
@@ -121,8 +124,11 @@ TEST(Exporter, AnswersMetricsOverHttpAndRefusesWhatItShould)
 			    [] { return scrape_result{std::nullopt, "not loaded"}; });
 	EXPECT_TRUE(r.status == 503 && r.body.find("not loaded") != std::string::npos)
 		<< "no module: 503 saying why";
+}
 
-	// Over a real socket, in a child: HTTP from libmicrohttpd, SIGTERM ends it.
+// Over a real socket, in a child: HTTP from libmicrohttpd, SIGTERM ends it.
+TEST(Exporter, ServesHttpInAChildUntilSigtermAndFailsOnAPortInUse)
+{
 	uint16_t port = free_tcp_port();
 	pid_t pid = start_exporter(port, true);
 	std::string resp = http_get(port, "GET /metrics HTTP/1.0\r\n\r\n");

@@ -385,7 +385,11 @@ TEST(Prometheus, ExpositionPassesPromtoolAndHoldsTheCounters)
 		EXPECT_GE(cum[j], lower) << "bucket mapping, bound " << prometheus_bounds[j].ns << " ns";
 	}
 
-	samples.clear();
+}
+
+TEST(Prometheus, EmptyExpositionParsesAndTheCheckerRefusesBadOnes)
+{
+	std::vector<prom_sample> samples;
 	EXPECT_EQ(parse_prometheus(format_prometheus({}), samples), "")
 		<< "empty exposition parses";
 	EXPECT_TRUE(samples.empty()) << "no samples without instances";
