@@ -144,13 +144,31 @@ build/unit/obj/%.o: %.cpp
 build/unit/netblk_unit_tests: $(UNIT_OBJS)
 	$(CXX) $(UNIT_FLAGS) -o $@ $(UNIT_OBJS) -lgtest -lgtest_main
 
+# netblkctl's tests (tests/netblkctl): the sources they exercise (not the
+# commands), built the same way.  xdp.cpp and test_xdp.cpp include the BPF
+# skeleton: it is made before them (then -MMD knows it).
+CTL_TEST_SRCS := $(wildcard tests/netblkctl/*.cpp)
+CTL_TESTED_SRCS := $(addprefix tools/netblkctl/,format.cpp key_text.cpp genl.cpp netblk.cpp \
+	xdp.cpp settings.cpp config.cpp latency.cpp prometheus.cpp watch.cpp exporter.cpp options.cpp cli.cpp)
+CTL_TEST_FLAGS := $(UNIT_FLAGS) -Itools/netblkctl -Ibpf -Ibuild/bpf
+CTL_TEST_OBJS := $(patsubst %.cpp,build/unit/ctl/%.o,$(CTL_TEST_SRCS) $(CTL_TESTED_SRCS)) \
+	build/unit/obj/kmod/core/histogram.o
+
+build/unit/ctl/%.o: %.cpp | build/bpf/netblk.skel.h
+	@mkdir -p $(dir $@)
+	$(CXX) $(CTL_TEST_FLAGS) -MMD -MP -c -o $@ $<
+
+-include $(CTL_TEST_OBJS:.o=.d)
+
+build/unit/netblkctl_tests: $(CTL_TEST_OBJS)
+	$(CXX) $(CTL_TEST_FLAGS) -o $@ $(CTL_TEST_OBJS) -lgtest -lgtest_main -lmnl -lxdp -lbpf -lmicrohttpd
+
 deps:
 	ci/install-deps.sh
 
-# run.sh runs make itself (the BPF skeleton): '+' hands it the jobserver
-unit: build/unit/netblk_unit_tests
+unit: build/unit/netblk_unit_tests build/unit/netblkctl_tests
 	build/unit/netblk_unit_tests
-	+tools/netblkctl/tests/run.sh
+	build/unit/netblkctl_tests
 	$(PYTHON) -m pytest -q tests/client
 
 # The e2e suite once on each NIC model of the test guest (ci/guest.py):

@@ -4,7 +4,7 @@
 // <port> [option...]`; '#' starts a comment; words are separated by blanks
 // and cannot contain any (there is no quoting).  The options are parsed by
 // netblkctl's own parsers, so the file says exactly what the commands do.
-// No netlink and no files here (tests/self_check.cpp tests it on its own).
+// No netlink and no files here (tests/netblkctl/test_config.cpp tests it on its own).
 #pragma once
 
 #include <string>

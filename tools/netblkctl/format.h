@@ -1,6 +1,6 @@
 // What netblkctl prints: an instance as the kernel describes it, and the
 // helpers that turn it into text or JSON.  No netlink here, so these can be
-// unit-tested on their own (see tests/self_check.cpp).
+// unit-tested on their own (see tests/netblkctl/test_format.cpp).
 #pragma once
 
 #include <array>

@@ -1,6 +1,6 @@
 // An instance's settings against what a command asks of it: whether a
 // running instance is the one `start ... --exist-ok` describes.  No netlink
-// here (tests/self_check.cpp tests it on its own).
+// here (tests/netblkctl/test_settings.cpp tests it on its own).
 #pragma once
 
 #include <string>

@@ -1,6 +1,6 @@
 // `netblkctl watch`: live rates of every instance from two LIST dumps, and
 // the events of the "events" group, as text or JSON lines.  No netlink
-// here, so this can be tested on synthetic dumps (tests/self_check.cpp).
+// here, so this can be tested on synthetic dumps (tests/netblkctl/test_watch.cpp).
 #pragma once
 
 #include <cstdint>
