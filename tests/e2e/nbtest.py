@@ -1,5 +1,10 @@
-"""Helpers the end-to-end test modules share: netblkctl in the guest, host
-programs to copy into it, and what netblk leaves behind."""
+"""Helpers the end-to-end test modules share: netblkctl in the guest, an
+instance's counters, the Python client (client/netblk.py) and plain sockets
+at an instance from the host, the veth pair's raw-frame client (Rig), host
+programs to copy into the guest, and what netblk leaves behind.
+
+Every e2e module imports from here; importing it puts client/ on sys.path
+(conftest.py has put ci/ there), so `import netblk` works after it."""
 
 from __future__ import annotations
 
@@ -7,13 +12,21 @@ import json
 import re
 import shlex
 import shutil
+import socket
+import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
-from guest import ARCH, TRIPLET  # noqa: F401 (TRIPLET: the test modules')
-from initramfs import sysroot
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "client"))
+
+import rawframes as rf  # noqa: E402
+from guest import ARCH, TRIPLET  # noqa: E402, F401 (TRIPLET: the test modules')
+from initramfs import sysroot  # noqa: E402
+from netblk import HEADER_SIZE, OP_HELLO, Client, pack_header, unpack_header  # noqa: E402
 
 
 def host_elf(*names: str) -> Path | None:
@@ -75,6 +88,84 @@ def instances(g):
     return {e["port"]: e for e in data}
 
 
+def stop(g, port):
+    rc, out, err = ctl(g, "stop", port)
+    assert rc == 0, f"netblkctl stop {port}: exit {rc}\n{out}{err}"
+
+
+def stats(g, port):
+    """The counters of the instance on `port`."""
+    inst = instances(g)
+    assert port in inst, f"no instance on port {port}: {sorted(inst)}"
+    return inst[port]["stats"]
+
+
+def settled_stats(g, port, seconds=30.0):
+    """The counters once nothing is in flight (the worker's counters of the
+    last replies may land a moment after the client has them)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        s = stats(g, port)
+        if not (s["inflight_queued"] or s["inflight_disk"] or s["inflight_done"]):
+            return s
+        if time.monotonic() > deadline:
+            pytest.fail(f"port {port}: requests still in flight after {seconds} s: {s}")
+        time.sleep(0.1)
+
+
+def wait_counted(g, port, before, key, n, seconds=30.0):
+    """The instance's counter `key` moved by at least n since `before` (the
+    datagrams sent have all come through QEMU's network to it); its counters."""
+    deadline = time.monotonic() + seconds
+    while True:
+        s = stats(g, port)
+        if s[key] - before[key] >= n:
+            return s
+        if time.monotonic() > deadline:
+            pytest.fail(f"port {port}: {key} moved by {s[key] - before[key]}, not {n}, "
+                        f"in {seconds} s")
+        time.sleep(0.1)
+
+
+def wait_for(what, cond, seconds=60.0, detail=None):
+    """cond() until it returns something true, which is returned; at most
+    `seconds` (a bound against a hang, not how fast it should be)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = cond()
+        if got:
+            return got
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not within {seconds} s" + (f": {detail()}" if detail else ""))
+        time.sleep(0.2)
+
+
+def client(g, port, timeout=5.0, tries=4, **kw):
+    """The Python client at the instance on guest port `port` (through its
+    host forward); kw: more Client() arguments (auth=...).
+
+    By default it resends only when a datagram was really lost: the guest
+    answers in milliseconds, but under TCG on a busy host a reply may take far
+    longer, and a resend would be served (and counted) twice.  A test that
+    wants resends soon (a disk that stops answering, a port nobody serves)
+    says so with timeout= and tries=."""
+    return Client("127.0.0.1", g.host_port(port), timeout=timeout, tries=tries, **kw)
+
+
+def raw_socket(g, port, timeout=0.5):
+    """A plain UDP socket connected to the instance, with room for bursts."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    for opt in (33, socket.SO_RCVBUF):  # SO_RCVBUFFORCE (root), else capped by rmem_max
+        try:
+            s.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+            break
+        except OSError:
+            continue
+    s.connect(("127.0.0.1", g.host_port(port)))
+    s.settimeout(timeout)
+    return s
+
+
 def refused(g, pattern, *args):
     """netblkctl ARGS must fail with a message (matching pattern) on stderr."""
     rc, out, err = ctl(g, *args)
@@ -110,3 +201,61 @@ def wait_stopped(g, port, why, seconds=15):
             return lines[-1]
         g.run("sleep 0.2")
     pytest.fail(f"port {port} still served {seconds} s later: {instances(g).get(port)}")
+
+
+class Rig:
+    """The veth pair's raw-frame client: frames (rawframes) sent with nbraw
+    (ci/guest-files/nbraw.c) from nbv1 to an instance on nbv0, and what comes
+    back read at nbv1.  The fixture that made the pair (test_hostile's rig,
+    test_stuck's vlan_rig) hands it out as it left it:
+
+        nbv1 (no address; frames from 10.9.0.2, the "client")  <-->  nbv0 10.9.0.1/24
+    """
+
+    PORT = 7100	# the instance's port the requests go to
+    SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
+
+    def __init__(self, g):
+        self.g = g
+        self.server_mac = g.check("cat /sys/class/net/nbv0/address").strip()
+        self.client_mac = g.check("cat /sys/class/net/nbv1/address").strip()
+
+    def request(self, op=OP_HELLO, offset=0, length=0, handle=1, session=None,
+                **kw) -> rf.Frame:
+        """A netblk request from the client to the instance; kw overrides any field.
+        By default a HELLO (handle: its nonce), which any source gets an answer
+        to without a session: a cookie, in a datagram no larger."""
+        sid, token = (session.id, session.token) if session else (0, 0)
+        f = rf.Frame(dst_mac=self.server_mac, src_mac=self.client_mac, src_ip=self.CLIENT_IP,
+                     dst_ip=self.SERVER_IP, src_port=40000, dst_port=self.PORT,
+                     payload=pack_header(op, offset, length, handle, session=sid, token=token))
+        for k, v in kw.items():
+            setattr(f, k, v)
+        return f
+
+    def open_session(self, **kw):
+        """HELLO, and HELLO with the cookie, from the client: a session for it."""
+        cookie = self.replies(self.request(handle=99, **kw))[0]["token"]
+        f = self.request(handle=99, **kw)
+        f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
+        r = self.replies(f)
+        assert r and r[0]["session"], r
+        return SimpleNamespace(id=r[0]["session"], token=r[0]["token"])
+
+    def exchange(self, *frames: rf.Frame, wait_ms=600) -> list[rf.Parsed]:
+        """Send the frames from nbv1; the UDP frames that came back to it."""
+        hexes = " ".join(f.build().hex() for f in frames)
+        out = self.g.check(f"nbraw nbv1 -w {wait_ms} {hexes}", timeout=60)
+        got = [rf.parse(bytes.fromhex(l)) for l in out.split()]
+        return [p for p in got if p is not None]
+
+    def replies(self, *frames: rf.Frame, **kw) -> list[dict]:
+        """The netblk replies from the instance's port, as dicts."""
+        out = []
+        for p in self.exchange(*frames, **kw):
+            if p.src_port != self.PORT or len(p.payload) < HEADER_SIZE:
+                continue
+            h = unpack_header(p.payload)
+            out.append(dict(op=h["op"], status=h["status"], handle=h["seq"], length=h["length"],
+                            session=h["session"], token=h["token"], data=h["data"], frame=p))
+        return out

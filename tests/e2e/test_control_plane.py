@@ -16,11 +16,9 @@ from pathlib import Path
 import pytest
 
 from guest import kernel_trouble, multibuffer_xdp
-from nbtest import ctl, host_elf, instances, refused, start  # noqa: F401
+from nbtest import client, ctl, host_elf, instances, refused, start  # noqa: F401
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "client"))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))
-import netblk as nbc  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))	# tests/client
 from netblk_fake import OP_HELLO, OP_READ, FakeServer  # noqa: E402
 
 GUEST_FORWARDS = [7000]	# the data path after a start on a down NIC
@@ -437,7 +435,7 @@ def test_a_start_on_a_down_nic_waits_for_it(netblk):
     finally:
         restore_eth0(g)
     wait_state(g, 7000, "serving")
-    c = nbc.Client("127.0.0.1", g.host_port(7000), timeout=5.0, tries=4)
+    c = client(g, 7000)
     c.write(0, b"\x5a" * 4096)
     assert c.read(0, 4096) == b"\x5a" * 4096
 
@@ -773,7 +771,7 @@ def test_an_instance_waits_for_its_nic_holding_disk_and_port(netblk):
             wait_state(g, 7000, "serving")
             assert instances(g)[7000]["xdp_dropped"] == 0
             # served: the NIC's program steers the port to it again
-            c = nbc.Client("127.0.0.1", g.host_port(7000), timeout=2.0, tries=10)
+            c = client(g, 7000, timeout=2.0, tries=10)
             c.write(n << 20, bytes([n + 1]) * 4096)
             assert c.read(n << 20, 4096) == bytes([n + 1]) * 4096
             c.close()

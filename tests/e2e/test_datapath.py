@@ -15,27 +15,21 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 import random
 import re
 import select
-import shlex
-import shutil
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-from guest import kernel_trouble  # noqa: E402
-from nbtest import TRIPLET, arch_file, delta, host_elf, leaked  # noqa: E402
-from netblk import (  # noqa: E402
+from guest import kernel_trouble
+from nbtest import (ROOT, TRIPLET, arch_file, client, ctl, delta, host_elf, instances, kthreads,
+                    leaked, raw_socket, settled_stats, start, stop, wait_counted)
+from netblk import (
     FLAG_FUA, HEADER_SIZE, INFO_FUA, INFO_READ_ONLY, INFO_TRIM, INFO_VOLATILE_CACHE,
     INFO_WRITE_ZEROES, MAGIC, OP_FLUSH, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
     OP_WRITE_ZEROES, Client, NetblkError, NetblkTimeout, hello, pack_header, unpack_header,
@@ -78,82 +72,6 @@ GUEST_OPTIONS = {"extra_programs": _PROGRAMS, "extra_files": _FILES}
 # --------------------------------------------------------------------------
 # helpers
 # --------------------------------------------------------------------------
-def ctl(g, *args, timeout=60):
-    """netblkctl ARGS in the guest: (exit status, output)."""
-    return g.run("netblkctl " + " ".join(shlex.quote(str(a)) for a in args) + " 2>&1", timeout)
-
-
-def start(g, dev, port, *opts):
-    rc, out = ctl(g, "start", dev, port, *opts)
-    assert rc == 0, f"netblkctl start {dev} {port} {' '.join(opts)}: exit {rc}\n{out}"
-    return out
-
-
-def stop(g, port):
-    rc, out = ctl(g, "stop", port)
-    assert rc == 0, f"netblkctl stop {port}: exit {rc}\n{out}"
-
-
-def instances(g):
-    rc, out = g.run("netblkctl list --json 2>/tmp/list.err", 30)
-    assert rc == 0, f"netblkctl list --json: exit {rc}\n{out}"
-    return {e["port"]: e for e in json.loads(out)}
-
-
-def stats(g, port):
-    inst = instances(g)
-    assert port in inst, f"no instance on port {port}: {sorted(inst)}"
-    return inst[port]["stats"]
-
-
-def settled_stats(g, port, seconds=30.0):
-    """The counters once nothing is in flight (the worker's counters of the
-    last replies may land a moment after the client has them)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        s = stats(g, port)
-        if not (s["inflight_queued"] or s["inflight_disk"] or s["inflight_done"]):
-            return s
-        if time.monotonic() > deadline:
-            pytest.fail(f"port {port}: requests still in flight after {seconds} s: {s}")
-        time.sleep(0.1)
-
-
-def wait_counted(g, port, before, key, n, seconds=30.0):
-    """The instance's counter `key` moved by at least n since `before` (the
-    datagrams sent have all come through QEMU's network to it); its counters."""
-    deadline = time.monotonic() + seconds
-    while True:
-        s = stats(g, port)
-        if s[key] - before[key] >= n:
-            return s
-        if time.monotonic() > deadline:
-            pytest.fail(f"port {port}: {key} moved by {s[key] - before[key]}, not {n}, "
-                        f"in {seconds} s")
-        time.sleep(0.1)
-
-
-def client(g, port, timeout=5.0, tries=4):
-    """A client that resends only when a datagram was really lost: the guest
-    answers in milliseconds, but under TCG on a busy host a reply may take far
-    longer, and a resend would be served (and counted) twice."""
-    return Client("127.0.0.1", g.host_port(port), timeout=timeout, tries=tries)
-
-
-def raw_socket(g, port, timeout=0.5):
-    """A plain UDP socket connected to the instance, with room for bursts."""
-    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    for opt in (33, socket.SO_RCVBUF):  # SO_RCVBUFFORCE (root), else capped by rmem_max
-        try:
-            s.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
-            break
-        except OSError:
-            continue
-    s.connect(("127.0.0.1", g.host_port(port)))
-    s.settimeout(timeout)
-    return s
-
-
 def recv_all(s, quiet=0.5, limit=10.0, until=None):
     """Datagrams until none came for `quiet` s (or `until(got)` holds and then
     `quiet` s of silence), at most `limit` s."""
@@ -199,10 +117,6 @@ def guest_write_random(g, dev, offset, length):
                   f"oflag=direct conv=notrunc,fsync 2>&1 && md5sum /tmp/blob && rm /tmp/blob",
                   timeout=60)
     return out.split()[-2]
-
-
-def kthreads(g):
-    return re.findall(r"\[(netblk/[^\]]*)\]", g.check("ps"))
 
 
 def net_devices(g):
@@ -1054,8 +968,8 @@ def test_the_nic_is_shared_with_another_xdp_program(netblk):
             # libxdp fell back to attaching it alone (a kernel without BTF,
             # as the debug kernel is): nothing can share it, and netblk
             # says so and what to do
-            rc, out = ctl(g, "start", P1, RW)
-            assert rc != 0 and "without libxdp's dispatcher" in out, out
+            rc, out, err = ctl(g, "start", P1, RW)
+            assert rc != 0 and "without libxdp's dispatcher" in out + err, out + err
             pytest.skip("this kernel runs no libxdp dispatcher: xdp-loader attached alone")
         start(g, P1, RW)
         status = g.check("xdp-loader status eth0")

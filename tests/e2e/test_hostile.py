@@ -7,25 +7,19 @@ cannot transmit, one that starts hiding VLAN tags, a lowered MTU, and the
 instance's own netblk<port> device taken down by hand.
 
     nbv1 (no address; frames from 10.9.0.2, the "client")  <-->  nbv0 10.9.0.1/24
+
+(nbtest.Rig: the client at nbv1.)
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-import rawframes as rf  # noqa: E402
-from nbtest import ctl, host_elf, instances, refused, start, wait_stopped  # noqa: E402
-from netblk import (HEADER_SIZE, OP_HELLO, OP_INFO, OP_READ, OP_REPLY, pack_header,  # noqa: E402
-                    unpack_header)
+from nbtest import Rig, ctl, host_elf, instances, refused, start, stats, wait_stopped
+from netblk import HEADER_SIZE, OP_HELLO, OP_INFO, OP_READ, OP_REPLY
 
 _PROGRAMS = {f"/usr/sbin/{name}-full" if name == "ip" else f"/usr/sbin/{name}": p
              for name in ("ip", "ethtool") if (p := host_elf(name))}
@@ -34,57 +28,7 @@ pytestmark = pytest.mark.skipif(len(_PROGRAMS) < 2, reason="needs iproute2's ip 
                                 "on the host (ci/install-deps.sh)")
 
 P1, P2 = "/dev/nvme0n1p1", "/dev/nvme0n1p2"
-PORT = 7100
-SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
-
-
-class Rig:
-    """The veth pair, as the fixture left it."""
-
-    def __init__(self, g):
-        self.g = g
-        self.server_mac = g.check("cat /sys/class/net/nbv0/address").strip()
-        self.client_mac = g.check("cat /sys/class/net/nbv1/address").strip()
-
-    def request(self, op=OP_HELLO, offset=0, length=0, handle=1, session=None,
-                **kw) -> rf.Frame:
-        """A netblk request from the client to the instance; kw overrides any field.
-        By default a HELLO (handle: its nonce), which any source gets an answer
-        to without a session: a cookie, in a datagram no larger."""
-        sid, token = (session.id, session.token) if session else (0, 0)
-        f = rf.Frame(dst_mac=self.server_mac, src_mac=self.client_mac, src_ip=CLIENT_IP,
-                     dst_ip=SERVER_IP, src_port=40000, dst_port=PORT,
-                     payload=pack_header(op, offset, length, handle, session=sid, token=token))
-        for k, v in kw.items():
-            setattr(f, k, v)
-        return f
-
-    def open_session(self, **kw):
-        """HELLO, and HELLO with the cookie, from the client: a session for it."""
-        cookie = self.replies(self.request(handle=99, **kw))[0]["token"]
-        f = self.request(handle=99, **kw)
-        f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
-        r = self.replies(f)
-        assert r and r[0]["session"], r
-        return SimpleNamespace(id=r[0]["session"], token=r[0]["token"])
-
-    def exchange(self, *frames: rf.Frame, wait_ms=600) -> list[rf.Parsed]:
-        """Send the frames from nbv1; the UDP frames that came back to it."""
-        hexes = " ".join(f.build().hex() for f in frames)
-        out = self.g.check(f"nbraw nbv1 -w {wait_ms} {hexes}", timeout=60)
-        got = [rf.parse(bytes.fromhex(l)) for l in out.split()]
-        return [p for p in got if p is not None]
-
-    def replies(self, *frames: rf.Frame, **kw) -> list[dict]:
-        """The netblk replies from the instance's port, as dicts."""
-        out = []
-        for p in self.exchange(*frames, **kw):
-            if p.src_port != PORT or len(p.payload) < HEADER_SIZE:
-                continue
-            h = unpack_header(p.payload)
-            out.append(dict(op=h["op"], status=h["status"], handle=h["seq"], length=h["length"],
-                            session=h["session"], token=h["token"], data=h["data"], frame=p))
-        return out
+PORT, SERVER_IP, CLIENT_IP = Rig.PORT, Rig.SERVER_IP, Rig.CLIENT_IP
 
 
 @pytest.fixture
@@ -99,10 +43,6 @@ def rig(netblk):
     yield Rig(g)
     g.run("killall nbudp sleep 2>/dev/null; netblkctl stop all >/dev/null 2>&1; "
           "ip-full link del nbv0 2>/dev/null; true", timeout=60)
-
-
-def stats(g, port=PORT):
-    return instances(g)[port]["stats"]
 
 
 # --------------------------------------------------------------------------
@@ -124,7 +64,7 @@ def test_answers_from_the_nics_own_address(rig):
 def test_forged_sources_are_dropped_unanswered_and_counted(rig):
     g = rig.g
     start(g, P1, PORT, "dev=nbv0")
-    before = stats(g)
+    before = stats(g, PORT)
     forged = [
         # one datagram that would broadcast 16 KiB of the disk to the segment
         rig.request(OP_READ, 0, 16384, src_mac="ff:ff:ff:ff:ff:ff"),
@@ -138,7 +78,7 @@ def test_forged_sources_are_dropped_unanswered_and_counted(rig):
     ]
     got = rig.exchange(*forged)
     assert not [p for p in got if p.src_port == PORT], got
-    s = stats(g)
+    s = stats(g, PORT)
     assert s["dropped_source"] - before["dropped_source"] == len(forged), s
     assert s["bad"] - before["bad"] == len(forged) and s["requests"] == before["requests"], s
     assert s["frames_tx"] == before["frames_tx"]
@@ -149,21 +89,21 @@ def test_forged_sources_are_dropped_unanswered_and_counted(rig):
 def test_requests_not_to_the_nics_mac_are_dropped(rig):
     g = rig.g
     start(g, P1, PORT, "dev=nbv0")
-    before = stats(g)
+    before = stats(g, PORT)
     assert rig.replies(rig.request(dst_mac="ff:ff:ff:ff:ff:ff")) == []
-    s = stats(g)
+    s = stats(g, PORT)
     assert s["dropped_misaddressed"] - before["dropped_misaddressed"] == 1, s
 
 
 def test_udp_checksums_are_verified_when_there(rig):
     g = rig.g
     start(g, P1, PORT, "dev=nbv0")
-    before = stats(g)
+    before = stats(g, PORT)
     assert rig.replies(rig.request(udp_checksum="bad", handle=1)) == []
     good = rig.replies(rig.request(udp_checksum="good", handle=2),
                        rig.request(udp_checksum="none", handle=3))
     assert sorted(r["handle"] for r in good) == [2, 3], good
-    s = stats(g)
+    s = stats(g, PORT)
     assert s["dropped_checksum"] - before["dropped_checksum"] == 1, s
     assert s["requests"] - before["requests"] == 2, s
 
@@ -180,10 +120,10 @@ def test_the_port_on_another_address_goes_to_the_stack(rig):
     g.check(f"nsenter -t {pid} -n sh -c 'ip link set mv0 up && ip addr add 10.9.0.7/24 dev mv0'")
     mv_mac = re.search(r"link/ether (\S+)", g.check(f"nsenter -t {pid} -n ip link show mv0")).group(1)
     g.check(f"(nsenter -t {pid} -n nbudp listen {PORT} -n 1 > /tmp/mv.out 2>/dev/null &); sleep 0.5")
-    before = stats(g)
+    before = stats(g, PORT)
     rig.exchange(rig.request(dst_mac=mv_mac, dst_ip="10.9.0.7", payload=b"for the container"))
     assert g.check("cat /tmp/mv.out").strip() == "for the container"
-    assert stats(g)["frames_rx"] == before["frames_rx"], "the instance took it"
+    assert stats(g, PORT)["frames_rx"] == before["frames_rx"], "the instance took it"
 
 
 # --------------------------------------------------------------------------
@@ -204,9 +144,9 @@ def test_a_nic_that_strips_vlan_tags_is_refused(rig):
 def test_tagged_requests_are_not_an_untagged_instances(rig):
     g = rig.g
     start(g, P1, PORT, "dev=nbv0")
-    before = stats(g)
+    before = stats(g, PORT)
     assert rig.replies(rig.request(vlan=5)) == []
-    assert stats(g)["frames_rx"] == before["frames_rx"], "steered a tagged frame"
+    assert stats(g, PORT)["frames_rx"] == before["frames_rx"], "steered a tagged frame"
 
 
 @pytest.mark.parametrize("how", ["vlan=5", "dev=nbv0.5"])
@@ -224,7 +164,7 @@ def test_an_instance_serves_its_own_vlan_only(rig, how):
     assert len(r) == 1 and r[0]["frame"].vlan == 5 and r[0]["status"] == 0, r
     assert rig.replies(rig.request(vlan=6, **to_vlan)) == []
     assert rig.replies(rig.request(**to_vlan)) == [], "answered an untagged request"
-    assert stats(g)["dropped_vlan"] == 0, "the XDP program passes the others on"
+    assert stats(g, PORT)["dropped_vlan"] == 0, "the XDP program passes the others on"
 
 
 def test_vlan_option_errors(rig):
@@ -250,7 +190,7 @@ def test_allowlist_is_enforced_in_xdp_and_counted(rig):
     assert len(rig.replies(rig.request(handle=2, src_ip="10.9.1.77"))) == 1
     assert rig.replies(rig.request(handle=3, src_ip="10.9.0.3"),
                        rig.request(handle=4, src_ip="10.9.2.1")) == []
-    s = stats(g)
+    s = stats(g, PORT)
     assert s["not_allowed"] == 2, s
     # dropped by the XDP program: the module never saw them
     assert s["frames_rx"] - before["frames_rx"] == 2 and s["bad"] == before["bad"], s
@@ -265,7 +205,7 @@ def test_allowlist_of_a_new_instance_replaces_the_old(rig):
     g.check(f"netblkctl stop {PORT}")
     start(g, P1, PORT, "dev=nbv0")
     assert len(rig.replies(rig.request())) == 1, "the old allowlist still applies"
-    assert stats(g)["not_allowed"] is None, "no allowlist: no count"
+    assert stats(g, PORT)["not_allowed"] is None, "no allowlist: no count"
 
 
 @pytest.mark.parametrize("allow, pattern", [

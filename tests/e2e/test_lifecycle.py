@@ -8,18 +8,13 @@ from __future__ import annotations
 
 import os
 import random
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-import netblk as nbc  # noqa: E402
-from nbtest import kthreads, leaked, start  # noqa: E402
+from nbtest import client, kthreads, leaked, start
+import netblk as nbc
 
 GUEST_FORWARDS = [7000, 7001]
 P1, P2 = "/dev/nvme0n1p1", "/dev/nvme0n1p2"
@@ -112,7 +107,7 @@ def test_start_load_stop_rmmod_over_and_over(netblk):
     # what was last acknowledged is on the disk
     g.check("modprobe netblk")
     start(g, P1, 7000)
-    with nbc.Client("127.0.0.1", g.host_port(7000), timeout=0.5, tries=10) as c:
+    with client(g, 7000, timeout=0.5, tries=10) as c:
         for cl in clients[:2]:
             if cl.known is not None:
                 assert c.read(cl.offset, len(cl.known)) == cl.known

@@ -11,53 +11,20 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-import netblk as nbc  # noqa: E402
-from guest import NIC_MODELS  # noqa: E402
+from guest import NIC_MODELS
+from nbtest import ROOT, client, instances, start, wait_for
+import netblk as nbc
 
 GUEST_FORWARDS = [7000]
 P1 = "/dev/nvme0n1p1"
 P2 = "/dev/nvme0n1p2"
 
 
-def client(g, port=7000):
-    """A client that resends only when a datagram was really lost (the guest
-    answers in milliseconds; under TCG on a busy host a reply may take far
-    longer, and a resent request is served and counted twice)."""
-    return nbc.Client("127.0.0.1", g.host_port(port), timeout=5.0, tries=4)
-
-
-def listing(g):
-    return {e["port"]: e for e in json.loads(g.check("netblkctl list --json"))}
-
-
-def start(g, dev, port, *opts):
-    g.check(f"netblkctl start {dev} {port} {' '.join(opts)}")
-
-
-def wait_for(what, cond, seconds=60.0, detail=None):
-    """cond() until it returns something true, which is returned; at most
-    `seconds` (a bound against a hang, not how fast it should be)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        got = cond()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not within {seconds} s" + (f": {detail()}" if detail else ""))
-        time.sleep(0.2)
-
-
 def wait_no_instances(g):
     """The instances stop on their own: the module's reaper (a work item) looks
     when the NIC or the disk tells it, and stops them."""
-    wait_for("every instance stopped", lambda: listing(g) == {}, detail=lambda: listing(g))
+    wait_for("every instance stopped", lambda: instances(g) == {}, detail=lambda: instances(g))
 
 
 def start_watch(g, name):
@@ -104,7 +71,7 @@ def test_list_shows_service_time_after_traffic(netblk):
     text = g.check("netblkctl list")
     assert "service time us (arrival to reply): no samples yet" in text, text
 
-    c = client(g)
+    c = client(g, 7000)
     c.write(0, bytes(range(256)) * 16)
     c.read(0, 64 << 10)
     text = g.check("netblkctl list")
@@ -119,10 +86,10 @@ def test_list_shows_service_time_after_traffic(netblk):
 def test_json_latency_agrees_with_its_buckets(netblk):
     g = netblk
     start(g, P1, 7000)
-    c = client(g)
+    c = client(g, 7000)
     for i in range(20):
         c.read(i * 4096, 4096)
-    e = listing(g)[7000]
+    e = instances(g)[7000]
     lat = e["latency"]
     s = e["stats"]
     # every datagram of every answer the worker sends is a sample: 20 READs of 4
@@ -162,7 +129,7 @@ def test_prometheus_output_passes_promtool_and_joins(netblk):
     by status and service time by op with an exact sum."""
     g = netblk
     start(g, P1, 7000)
-    c = client(g)
+    c = client(g, 7000)
     c.write(8192, b"\x55" * 2048)
     c.read(0, 16384)
     size = c.info().size
@@ -218,7 +185,7 @@ def test_watch_reports_rates_and_a_stop(netblk):
     start(g, P1, 7000)
     out = start_watch(g, "rates")
     try:
-        c = client(g)
+        c = client(g, 7000)
         for i in range(30):
             c.read(i * 1024, 1024)
 
@@ -264,7 +231,7 @@ def test_nic_down_stops_the_instance_and_says_why(netblk):
         eth0_back(g)
     # and it serves again once the NIC is back
     start(g, P1, 7000)
-    assert client(g).info().size == 256 << 20
+    assert client(g, 7000).info().size == 256 << 20
 
 
 def test_removed_device_stops_the_instance(netblk):
@@ -317,7 +284,7 @@ def test_client_bench_reports_percentiles(netblk):
     assert r["ops"] > 0 and r["errors"] == 0, r
     lat = r["latency_us"]
     assert 0 < lat["p50"] <= lat["p99"] <= lat["p99.9"] <= lat["max"], r
-    assert listing(g)[7000]["stats"]["reads"] >= r["ops"]
+    assert instances(g)[7000]["stats"]["reads"] >= r["ops"]
 
 
 def test_disk_errors_are_answered_counted_and_announced(netblk):
@@ -335,7 +302,7 @@ def test_disk_errors_are_answered_counted_and_announced(netblk):
         start(g, "/dev/nberr", 7000, "ro")
         out = start_watch(g, "err")
         try:
-            c = client(g)
+            c = client(g, 7000)
             t0 = time.monotonic()
             r = c.request(nbc.OP_READ, 0, 2048)
             by_offset = {ch.offset: ch for ch in r.chunks}
@@ -346,7 +313,7 @@ def test_disk_errors_are_answered_counted_and_announced(netblk):
             more = 10
             for _ in range(more):
                 c.request(nbc.OP_READ, 0, 512)
-            s = listing(g)[7000]["stats"]
+            s = instances(g)[7000]["stats"]
             assert s["io_errors"] == 2 + more, s
             # the reaper looks once a second: what it would announce of these is
             # announced after this (a longer wait only loosens the bound below)
@@ -376,7 +343,7 @@ def test_nic_removed_under_the_instance(netblk):
     start(g, P2, 7001, "ro")
     try:
         g.check(f"rmmod {driver}", timeout=60)
-        assert listing(g) == {}
+        assert instances(g) == {}
         d = g.dmesg()
         assert "stopped serving /dev/nvme0n1p1 on port 7000: eth0" in d, d[-2000:]
         assert g.check("cat /sys/module/netblk/parameters/leaked_slots").strip() == "0"
@@ -386,4 +353,4 @@ def test_nic_removed_under_the_instance(netblk):
               timeout=60)
         eth0_back(g)
     start(g, P1, 7000)
-    assert client(g).info().size == 256 << 20
+    assert client(g, 7000).info().size == 256 << 20

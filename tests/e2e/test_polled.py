@@ -6,21 +6,13 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-import netblk as nbc  # noqa: E402
+from nbtest import client
+import netblk as nbc
 
 GUEST_FORWARDS = [7000]
-# Clients resend only when a datagram was really lost: the guest answers in
-# milliseconds, but under TCG on a busy host a reply may take far longer, and
-# a resent request is served (and counted) twice.
-PATIENT = dict(timeout=5.0, tries=4)
 GUEST_OPTIONS = {"cmdline": "nvme.poll_queues=1"}
 P1 = "/dev/nvme0n1p1"
 
@@ -37,7 +29,7 @@ def test_polled_completions_serve_without_disk_interrupts(netblk):
     g = netblk
     assert g.check("cat /sys/block/nvme0n1/queue/io_poll").strip() == "1"
     g.check(f"netblkctl start {P1} 7000 poll=1000")
-    c = nbc.Client("127.0.0.1", g.host_port(7000), **PATIENT)
+    c = client(g, 7000)
     before = nvme0_interrupts(g)
     data = os.urandom(256 << 10)
     c.write(1 << 20, data, window=64)
@@ -56,7 +48,7 @@ def test_polled_instance_stops_under_load(netblk):
 
     def load(i):
         # 5 s of silence ends it: soon after the stop, not before it on a busy host
-        c = nbc.Client("127.0.0.1", g.host_port(7000), timeout=1.0, tries=5)
+        c = client(g, 7000, timeout=1.0, tries=5)
         while not stop.is_set():
             try:
                 c.read(0, 64 << 10, window=64)
@@ -88,7 +80,7 @@ def test_flush_as_the_last_request_is_answered_and_stop_is_prompt(netblk):
     answered and stop waits for it forever."""
     g = netblk
     g.check(f"netblkctl start {P1} 7000 poll=1000")
-    c = nbc.Client("127.0.0.1", g.host_port(7000), **PATIENT)
+    c = client(g, 7000)
     c.write(1 << 20, os.urandom(4096), window=4)
     c.flush()
     s = {e["port"]: e for e in json.loads(g.check("netblkctl list --json"))}[7000]

@@ -7,20 +7,14 @@ submission never gets through."""
 from __future__ import annotations
 
 import re
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-import netblk as nbc  # noqa: E402
-from nbtest import ctl, host_elf, instances, start, wait_stopped  # noqa: E402
-import rawframes as rf  # noqa: E402
-from test_hostile import Rig  # noqa: E402  (the veth pair's raw-frame client)
+from nbtest import Rig, client, ctl, host_elf, instances, start, wait_stopped
+import netblk as nbc
+import rawframes as rf
 
 GUEST_FORWARDS = [7000, 7001]
 _DMSETUP = host_elf("dmsetup")
@@ -34,10 +28,6 @@ DM = "nbstuck"
 DMSETUP = "DM_DISABLE_UDEV=1 dmsetup --noudevsync"
 
 
-def client(g, port, timeout=0.3, tries=3):
-    return nbc.Client("127.0.0.1", g.host_port(port), timeout=timeout, tries=tries)
-
-
 class Load(threading.Thread):
     """Reads and writes in a loop until told to stop; errors are expected
     (the disk stops answering), and only counted."""
@@ -49,7 +39,7 @@ class Load(threading.Thread):
         self.halt = threading.Event()
 
     def run(self):
-        c = client(self.g, self.port)
+        c = client(self.g, self.port, timeout=0.3, tries=3)
         data = bytes(range(256)) * 16
         while not self.halt.is_set():
             try:
@@ -226,7 +216,7 @@ def test_nic_down_while_the_disk_holds_its_frames(suspended_dm):
 # must not wait for the disk
 # --------------------------------------------------------------------------
 DM_A, DM_B = f"{DM}-a", f"{DM}-b"
-VPORT = 7100	# the port Rig (test_hostile) talks to
+VPORT = Rig.PORT	# the port Rig (nbtest) talks to
 VLAN_IP, VLAN_CLIENT_IP = "10.9.5.1", "10.9.5.2"
 # A bound against waiting for the disk, not a measure of how fast it is: a
 # device that waits for the disk waits until the test resumes it.

@@ -5,20 +5,14 @@ program away."""
 
 from __future__ import annotations
 
-import json
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-sys.path.insert(0, str(ROOT / "ci"))
-
-import netblk as nbc  # noqa: E402
-from guest import NIC, NIC_MODELS, free_udp_port  # noqa: E402
-from nbtest import host_elf  # noqa: E402
+from guest import NIC, NIC_MODELS, free_udp_port
+from nbtest import client, ctl, host_elf, instances
+import netblk as nbc
 
 ETH1_HOST_PORT = free_udp_port()
 ETH1_PORT = 7100
@@ -53,10 +47,6 @@ def xdp_programs(g) -> dict[str, str]:
     return progs
 
 
-def ctl(g, *args):
-    return g.run("netblkctl " + " ".join(str(a) for a in args) + " 2>&1")
-
-
 def wait_programs(g, nics, seconds=30.0):
     """The NICs running an XDP program come to be exactly `nics` (a program
     goes when its NIC's last instance has stopped)."""
@@ -71,11 +61,6 @@ def wait_programs(g, nics, seconds=30.0):
         g.run("sleep 0.2")
 
 
-def client(port):
-    """Patient: answered in milliseconds, but a busy host may make it long."""
-    return nbc.Client("127.0.0.1", port, timeout=2.0, tries=5)
-
-
 @pytest.mark.skipif(not _BPFTOOL, reason="bpftool is a build dependency (ci/install-deps.sh)")
 def test_one_program_a_nic_and_a_port_once(eth1):
     g = eth1
@@ -86,20 +71,23 @@ def test_one_program_a_nic_and_a_port_once(eth1):
     assert set(progs) == {"eth0", "eth1"} and progs["eth0"] != progs["eth1"], progs
 
     # a port is served once, whatever the NIC
-    rc, out = ctl(g, "start", P2, 7000, "ro", "dev=eth1")
-    assert rc != 0 and "already served" in out, out
+    rc, out, err = ctl(g, "start", P2, 7000, "ro", "dev=eth1")
+    assert rc != 0 and "already served" in out + err, out + err
 
-    listing = {e["port"]: e for e in json.loads(g.check("netblkctl list --json"))}
+    listing = instances(g)
     assert listing[ETH1_PORT]["ifname"] == "eth1" and listing[ETH1_PORT]["addr"] == "10.0.3.15"
 
-    info = client(ETH1_HOST_PORT).info()
+    # patient (timeout 2 s, 5 tries): answered in milliseconds, but a busy
+    # host may make it long; eth1's forward is its own (qemu_args), at
+    # ETH1_HOST_PORT, not one of the guest's host_port() knows
+    info = nbc.Client("127.0.0.1", ETH1_HOST_PORT, timeout=2.0, tries=5).info()
     assert info.read_only and info.size == listing[ETH1_PORT]["size_bytes"]
-    assert client(g.host_port(7000)).info().slots == 256
+    assert client(g, 7000, timeout=2.0, tries=5).info().slots == 256
 
     # stopping eth1's only instance takes eth1's program, and only it
     g.check(f"netblkctl stop {ETH1_PORT}")
     assert wait_programs(g, {"eth0"})["eth0"] == progs["eth0"]
-    assert client(g.host_port(7001)).info().read_only
+    assert client(g, 7001, timeout=2.0, tries=5).info().read_only
     g.check("netblkctl stop all")
     assert wait_programs(g, set()) == {}
 
@@ -111,7 +99,7 @@ def test_an_instance_answers_only_on_its_own_nic(eth1):
     g = eth1
     g.check(f"netblkctl start {P2} {ETH1_PORT} ro dev=eth1")
     g.check(f"netblkctl start {P1} 7000")
-    c = nbc.Client("127.0.0.1", g.host_port(7001), timeout=0.3, tries=2)
+    c = client(g, 7001, timeout=0.3, tries=2)
     # 7001 is forwarded to eth0 but served by nobody: no answer
     with pytest.raises(nbc.NetblkTimeout):
         c.info()
@@ -119,5 +107,5 @@ def test_an_instance_answers_only_on_its_own_nic(eth1):
     g.check(f"netblkctl start {P2} 7001 ro dev=eth1")
     with pytest.raises(nbc.NetblkTimeout):
         c.info()	# 7001 now served, but on eth1: eth0's datagrams are not its
-    s = {e["port"]: e for e in json.loads(g.check("netblkctl list --json"))}[7001]["stats"]
+    s = instances(g)[7001]["stats"]
     assert s["requests"] == 0 and s["frames_rx"] == 0, s

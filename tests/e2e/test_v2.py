@@ -21,34 +21,19 @@ import os
 import random
 import select
 import socket
-import sys
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "client"))
-
-from nbtest import instances, refused, start  # noqa: E402
-from netblk import (HEADER_SIZE, OP_INFO, OP_READ, OP_WRITE, Auth, Client,  # noqa: E402
-                    NetblkError, NetblkTimeout, hello, pack_header, parse_key, unpack_header)
+from nbtest import client, instances, refused, start, stats
+from netblk import (HEADER_SIZE, OP_INFO, OP_READ, OP_WRITE, Auth, Client, NetblkError,
+                    NetblkTimeout, hello, pack_header, parse_key, unpack_header)
 
 P1 = "/dev/nvme0n1p1"
 PORT = 7000
 GUEST_FORWARDS = [PORT]
 BLOCK = 1024
-
-
-def client(g, port=PORT, **kw):
-    kw.setdefault("timeout", 5.0)
-    kw.setdefault("tries", 4)
-    return Client("127.0.0.1", g.host_port(port), **kw)
-
-
-def stats(g, port=PORT):
-    return instances(g)[port]["stats"]
 
 
 def guest_md5(g, dev, offset, length):
@@ -143,7 +128,7 @@ def test_no_stale_write_lands_through_a_network_that_reorders_and_duplicates(net
     g = netblk
     start(g, P1, PORT)
     blocks, generations, writers = 8, 30, 2
-    before = stats(g)
+    before = stats(g, PORT)
     with Relay(g.host_port(PORT)) as relay:
         last: dict[int, int] = {}
         errors: list[str] = []
@@ -172,7 +157,7 @@ def test_no_stale_write_lands_through_a_network_that_reorders_and_duplicates(net
     assert counts["duplicated"] and counts["late"] and counts["dropped"], counts
 
     stale = []
-    with client(g) as c:
+    with client(g, PORT) as c:
         for w in range(writers):
             base = (64 << 20) + w * blocks * BLOCK
             back = c.read(base, blocks * BLOCK)
@@ -182,7 +167,7 @@ def test_no_stale_write_lands_through_a_network_that_reorders_and_duplicates(net
                 if got != want:
                     stale.append((w, b, got))
     assert stale == [], f"{len(stale)} blocks do not hold their last acknowledged write: {stale}"
-    s = stats(g)
+    s = stats(g, PORT)
     dups = s["duplicates"] - before["duplicates"]
     assert dups > 0, f"the relay duplicated {counts['duplicated']} datagrams; none suppressed ({s})"
     # exactly once: every WRITE acknowledged, none of the copies executed again
@@ -211,7 +196,7 @@ def test_a_datagram_of_a_session_before_a_restart_is_not_executed(netblk, restar
     start(g, P1, PORT)
     off = 80 << 20
     old, new = os.urandom(BLOCK), os.urandom(BLOCK)
-    with client(g) as c:
+    with client(g, PORT) as c:
         c.write(off, old)
         late = write_datagram(c, off, new, c._next_seq + 5)  # held back by the network
         if restart == "stop and start":
@@ -224,7 +209,7 @@ def test_a_datagram_of_a_session_before_a_restart_is_not_executed(netblk, restar
         assert (r["status"], r["data"]) == (errno.ENOTCONN, b""), r
         assert guest_md5(g, P1, off, BLOCK) == hashlib.md5(old).hexdigest(), \
             "an old session's WRITE was executed by the new instance"
-        assert stats(g)["not_connected"] == 1
+        assert stats(g, PORT)["not_connected"] == 1
         # the client itself opens a new session and goes on
         c.write(off, new)
         assert c.read(off, BLOCK) == new and c.stats.sessions == 2
@@ -242,7 +227,7 @@ def _clients_behind_one_address(g, n, rounds=3):
         off = (96 << 20) + i * (64 << 10)
         data = random.Random(i).randbytes(64 << 10)
         try:
-            with client(g, timeout=2.0, tries=10) as c:
+            with client(g, PORT, timeout=2.0, tries=10) as c:
                 barrier.wait(120)
                 c.info()  # opens its session with the others
                 for _ in range(rounds):
@@ -273,9 +258,9 @@ def test_clients_behind_one_address_never_push_each_other_out(netblk):
     g = netblk
     start(g, P1, PORT)
     assert instances(g)[PORT]["per_source"] == 16
-    before = stats(g)
+    before = stats(g, PORT)
     ended = _clients_behind_one_address(g, 20)
-    after = stats(g)
+    after = stats(g, PORT)
     refused_ = [e for e in ended if isinstance(e, NetblkError) and e.status == errno.EUSERS]
     others = [e for e in ended if e is not None and e not in refused_]
     assert not others, others
@@ -289,7 +274,7 @@ def test_clients_behind_one_address_never_push_each_other_out(netblk):
     assert "per-source=32" in g.check("netblkctl save /tmp/pers.conf && cat /tmp/pers.conf")
     ended = _clients_behind_one_address(g, 20)
     assert ended == [None] * 20, ended
-    s = stats(g)
+    s = stats(g, PORT)
     assert s["sessions_evicted"] == 0 and s["sessions_opened"] >= 20, s
     refused(g, r"per-source=2000 is more than the instance's sessions=1024", "start", P1,
             PORT + 1, "per-source=2000")
@@ -317,9 +302,9 @@ def test_a_replayed_read_is_served_four_times_and_a_reused_number_never(netblk):
     start(g, P1, PORT)
     off = 88 << 20
     data = os.urandom(16384)
-    with client(g) as c:
+    with client(g, PORT) as c:
         c.write(off, data)
-    before = stats(g)
+    before = stats(g, PORT)
     s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     try:
         s.connect(("127.0.0.1", g.host_port(PORT)))
@@ -360,9 +345,9 @@ def test_a_replayed_read_is_served_four_times_and_a_reused_number_never(netblk):
         assert [r["status"] for r in _answers(s)] == [errno.EEXIST]
     finally:
         s.close()
-    with client(g) as c:
+    with client(g, PORT) as c:
         assert c.read(off, 16384) == data, "the refused WRITE was executed"
-    after = stats(g)
+    after = stats(g, PORT)
     d = {k: after[k] - before[k] for k in ("refused_ealready", "refused_estale",
                                            "refused_eexist", "served_again", "io_errors",
                                            "writes", "stale")}
@@ -381,16 +366,16 @@ def test_a_keyed_instance_serves_tagged_datagrams_only(netblk):
     out = start(g, P1, PORT, "key=/tmp/nbkey")
     assert instances(g)[PORT]["auth"] == "header", out
     data = os.urandom(4 * BLOCK)
-    with client(g, auth=Auth(key)) as c:
+    with client(g, PORT, auth=Auth(key)) as c:
         c.write(1 << 20, data)
         assert c.read(1 << 20, len(data)) == data
-    with client(g) as c, pytest.raises(NetblkError) as ei:
+    with client(g, PORT) as c, pytest.raises(NetblkError) as ei:
         c.info()
     assert ei.value.status == errno.EKEYREJECTED and "give its key" in str(ei.value)
-    with client(g, auth=Auth(bytes(16))) as c, pytest.raises(NetblkError) as ei:
+    with client(g, PORT, auth=Auth(bytes(16))) as c, pytest.raises(NetblkError) as ei:
         c.info()
     assert ei.value.status == errno.EKEYREJECTED and "wrong key" in str(ei.value)
-    s = stats(g)
+    s = stats(g, PORT)
     assert s["auth_failed"] >= 2, s
     assert "auth header" in g.check("netblkctl list")
 
@@ -401,7 +386,7 @@ def test_auth_full_refuses_data_changed_in_flight(netblk):
     start(g, P1, PORT, "key=/tmp/nbkey", "auth=full")
     off = 2 << 20
     good = os.urandom(BLOCK)
-    with client(g, auth=Auth(key, data=True)) as c:
+    with client(g, PORT, auth=Auth(key, data=True)) as c:
         c.write(off, good)
 
     def flip_a_data_byte(d):
@@ -423,7 +408,7 @@ def test_auth_full_refuses_data_changed_in_flight(netblk):
             assert c.stats.key_rejected == 2, c.stats
             assert c.read(off, BLOCK) == good, "a changed datagram was written"
     assert guest_md5(g, P1, off, BLOCK) == hashlib.md5(good).hexdigest()
-    assert stats(g)["auth_failed"] == 2
+    assert stats(g, PORT)["auth_failed"] == 2
 
 
 def test_key_option_errors(netblk):
@@ -441,7 +426,7 @@ def test_trim_and_write_zeroes_on_nvme(netblk):
     g = netblk
     start(g, P1, PORT)
     off, n = 8 << 20, 64 << 10
-    with client(g) as c:
+    with client(g, PORT) as c:
         info = c.info()
         assert info.trim and info.write_zeroes, info
         c.write(off, os.urandom(n))
@@ -449,7 +434,7 @@ def test_trim_and_write_zeroes_on_nvme(netblk):
         assert c.read(off, n) == bytes(n)
         c.trim(off + n, 1 << 20)
     assert guest_md5(g, P1, off, n) == hashlib.md5(bytes(n)).hexdigest()
-    s = stats(g)
+    s = stats(g, PORT)
     assert (s["write_zeroes"], s["write_zeroes_bytes"], s["trims"], s["trim_bytes"]) == \
         (1, n, 1, 1 << 20), s
 
@@ -465,7 +450,7 @@ def test_trim_on_null_blk_and_write_zeroes_it_cannot(netblk):
             "echo 1 > discard && echo 1 > power")
     try:
         start(g, "/dev/nbdiscard", PORT)
-        with client(g) as c:
+        with client(g, PORT) as c:
             info = c.info()
             assert info.trim and not info.write_zeroes, info
             c.write(0, b"\xaa" * (1 << 20))
