@@ -956,15 +956,26 @@ def test_program_detached_by_hand_is_attached_again(netblk):
         assert client(g, port).info().slots == 256
 
 
+def xdp_loader(g, *args):
+    """xdp-loader ARGS in the guest, its output.  Its time is bounded
+    loosely: on the debug kernel (no BTF) libxdp's probes for a dispatcher
+    and the verifier under KASAN took more than a minute on a busy host, and
+    a load killed at its bound had attached its program already."""
+    t0 = time.monotonic()
+    out = g.check("xdp-loader " + " ".join(args), timeout=600)
+    print(f"xdp-loader {args[0]}: {time.monotonic() - t0:.1f} s")
+    return out
+
+
 @pytest.mark.skipif(not _FILES, reason="xdp-tools is a test dependency (ci/install-deps.sh)")
 def test_the_nic_is_shared_with_another_xdp_program(netblk):
     """Another XDP program loaded through libxdp (xdp-loader) shares eth0's
     dispatcher with netblk's: instances start and serve beside it, and the
     last stop removes netblk's program only."""
     g = netblk
-    g.check(f"xdp-loader load -m native eth0 {_OTHER_XDP}")
     try:
-        if "xdp_dispatcher" not in g.check("xdp-loader status eth0"):
+        xdp_loader(g, "load -m native eth0", _OTHER_XDP)
+        if "xdp_dispatcher" not in xdp_loader(g, "status eth0"):
             # libxdp fell back to attaching it alone (a kernel without BTF,
             # as the debug kernel is): nothing can share it, and netblk
             # says so and what to do
@@ -972,17 +983,17 @@ def test_the_nic_is_shared_with_another_xdp_program(netblk):
             assert rc != 0 and "without libxdp's dispatcher" in out + err, out + err
             pytest.skip("this kernel runs no libxdp dispatcher: xdp-loader attached alone")
         start(g, P1, RW)
-        status = g.check("xdp-loader status eth0")
+        status = xdp_loader(g, "status eth0")
         assert "xdpfilt_alw_all" in status and "netblk_xdp" in status, status
         data = os.urandom(8192)
         with client(g, RW) as c:
             c.write(4096, data)
             assert c.read(4096, len(data)) == data
         stop(g, RW)
-        status = g.check("xdp-loader status eth0")
+        status = xdp_loader(g, "status eth0")
         assert "xdpfilt_alw_all" in status and "netblk_xdp" not in status, status
     finally:
-        g.run("xdp-loader unload eth0 --all")
+        g.run("xdp-loader unload eth0 --all", timeout=600)
     wait_xdp_gone(g)
 
 
@@ -994,10 +1005,10 @@ def test_a_program_without_multi_buffer_support_is_replaced(netblk):
     it, says so, and steers the NIC's other instances to the new one."""
     g = netblk
     start(g, P1, RW)
-    g.check("xdp-loader unload eth0 --all")	# RW's program: gone
-    g.check(f"xdp-loader load -m native eth0 {_NETBLK_XDP}")
     try:
-        status = g.check("xdp-loader status eth0")
+        xdp_loader(g, "unload eth0 --all")	# RW's program: gone
+        xdp_loader(g, "load -m native eth0", _NETBLK_XDP)
+        status = xdp_loader(g, "status eth0")
         if "xdp_dispatcher" not in status:
             pytest.skip("this kernel runs no libxdp dispatcher: xdp-loader attached alone")
         old = re.search(r"netblk_xdp\D+(\d+)", status)	# its id
@@ -1005,7 +1016,7 @@ def test_a_program_without_multi_buffer_support_is_replaced(netblk):
         out = start(g, P2, RO, "ro")
         assert f"netblk's XDP program on eth0 (id {old[1]}) had no multi-buffer support: " \
             "replaced by one with it" in out, out
-        status = g.check("xdp-loader status eth0")
+        status = xdp_loader(g, "status eth0")
         new = re.search(r"netblk_xdp\D+(\d+)", status)
         assert status.count("netblk_xdp") == 1 and new and new[1] != old[1], status
         data = os.urandom(8192)
@@ -1015,7 +1026,7 @@ def test_a_program_without_multi_buffer_support_is_replaced(netblk):
         assert client(g, RO).info().read_only
     finally:
         ctl(g, "stop", "all")
-        g.run("xdp-loader unload eth0 --all")
+        g.run("xdp-loader unload eth0 --all", timeout=600)
     wait_xdp_gone(g)
 
 
