@@ -962,7 +962,7 @@ def xdp_loader(g, *args):
     and the verifier under KASAN took more than a minute on a busy host, and
     a load killed at its bound had attached its program already."""
     t0 = time.monotonic()
-    out = g.check("xdp-loader " + " ".join(args), timeout=600)
+    out = g.check("xdp-loader " + " ".join(map(str, args)), timeout=600)
     print(f"xdp-loader {args[0]}: {time.monotonic() - t0:.1f} s")
     return out
 
