@@ -422,8 +422,8 @@ class Link:
             self.server.check("sync", timeout=300)
             s1 = guest_busy(other)
             if n0:
-                sync = self.busy_rate(self.server.name, n0, self.insns_now(),
-                                      time.monotonic() - t1) * (time.monotonic() - t1)
+                n1, took = self.insns_now(), time.monotonic() - t1
+                sync = self.busy_rate(self.server.name, n0, n1, took) * took
         res = fio_result(doc, rw.endswith("write"))
         side = doc["jobs"][0]["write" if rw.endswith("write") else "read"]
         ops = max(res["ops"], 1)
