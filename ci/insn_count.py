@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
 
 from guest import ROOT, SOCKETS
 
