@@ -45,7 +45,7 @@ LOAD_PREREQS := $(LOAD_SRCS) kmod/core/protocol.h kmod/core/siphash.h kmod/core/
 	kmod/core/rto.h tools/netblkctl/key_text.h
 LOAD_FLAGS := $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl
 
-.PHONY: all module netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest \
+.PHONY: all module kmod-graph netblkctl bpf kernel kernel-6.1 module-6.1 kernel-newest module-newest \
 	deps-arm64 kernel-arm64 module-arm64 netblkctl-arm64 load-arm64 e2e-arm64 deps unit e2e check demo demo-exec install clean \
 	install-module install-tools install-dkms-source man release deb check-pkg \
 	debug-kernel debug-module check-debug
@@ -62,6 +62,11 @@ module: $(if $(wildcard /lib/modules/$(KVER_BUILD)/build),,kernel)
 # The module for the test guest's kernel, whatever this host runs.
 bench-module: kernel
 	$(MAKE) -C $(BENCH_KDIR) M=$(CURDIR) modules
+
+# Which of the module's files calls which (nm on its objects), and any
+# circle among them (ci/kmod_graph.py: exit 1 if there is one).
+kmod-graph: bench-module
+	$(PYTHON) ci/kmod_graph.py
 
 # Other kernels (ci/fetch-kernel.sh): Debian 12's own, 6.1, which
 # NETBLK_KERNEL=6.1 boots in the guest, and the newest the registry has, only
@@ -192,7 +197,7 @@ E2E_MODULES := $(foreach k,$(KERNELS),$(if $(filter 6.12,$(k)),bench-module,modu
 #    under an instance, the NIC downed while a stuck disk holds its pages.
 #    test_link's server keeps a virtio-net link NIC there (multi-buffer
 #    XDP), so its jumbo tests pair it with a client whose NIC takes pages.
-#  - 6.1 (kmod/shim/compat.h: bdev open without holder ops, the extack
+#  - 6.1 (kmod/common/compat.h: bdev open without holder ops, the extack
 #    ring, no frag sends, alloc_disk, polled queues): the data path, the
 #    control plane's refusals and stops, a removed disk found by the reaper,
 #    polled completions, the remote host's attach, mkfs and rmmod, an attach

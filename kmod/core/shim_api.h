@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The plain C functions the C++ core needs from the kernel, implemented by
- * the shim (kmod/shim/) in the module and by a fake with an in-memory disk
+ * the target (kmod/target/) in the module and by a fake with an in-memory disk
  * and NIC in the unit tests (tests/unit/fake_shim.cpp).
  */
 #ifndef NETBLK_SHIM_API_H

@@ -3,7 +3,7 @@
  * The life of an attachment: ATTACH opens a socket to the instance, a
  * session, asks INFO and only then makes /dev/netblkN with INFO's limits;
  * DETACH (or rmmod) undoes it in reverse.  The list of attachments and
- * every change to it are under netblk_lock (shim/netblk.h), as the
+ * every change to it are under netblk_lock (common/netblk.h), as the
  * instances' are; an attach waits for its server without it, on the list
  * as ATTACHING so that detach and rmmod can give it up.
  */
@@ -16,7 +16,7 @@
 #include <linux/vmalloc.h>
 
 #include "host.h"
-#include "../shim/netblk.h"	/* netblk_lock */
+#include "netblk.h"	/* netblk_lock */
 
 LIST_HEAD(netblk_attachments);
 static DEFINE_IDA(netblk_host_ida);

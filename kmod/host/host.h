@@ -35,7 +35,7 @@
 
 #include <net/netlink.h>
 
-#include "../shim/compat.h"
+#include "compat.h"
 #include "shim_api.h"	/* enum netblk_io_op */
 #include "host_api.h"
 #include "netblk_genl.h"

@@ -9,9 +9,8 @@
  * netblk_lock itself, and only around what it changes or reads: none waits
  * for the network or a disk under it.
  */
-#include "netblk.h"
-#include "compat.h"
-#include "../host/host.h"
+#include "target/target.h"
+#include "host/host.h"
 
 #include <net/genetlink.h>
 #include <net/netlink.h>

@@ -5,26 +5,13 @@
  * Module entry and exit.  Instances are started and stopped over generic
  * netlink (genl.c); unloading stops every one first.
  */
-#include "netblk.h"
-#include "../host/host.h"
+#include "target/target.h"
+#include "host/host.h"
 
 #include <linux/module.h>
 #include <net/genetlink.h>
 
 #include "netblk_version.h"
-
-bool netblk_unloading;
-
-/*
- * What stopped instances still held when they were gone: 0 unless something
- * leaked.  Written under netblk_lock when an instance stops.
- */
-unsigned long netblk_leaked_slots;
-unsigned long netblk_leaked_frames;
-module_param_named(leaked_slots, netblk_leaked_slots, ulong, 0444);
-MODULE_PARM_DESC(leaked_slots, "slots stopped instances did not get back (0 unless a bug)");
-module_param_named(leaked_frames, netblk_leaked_frames, ulong, 0444);
-MODULE_PARM_DESC(leaked_frames, "frames stopped instances did not release (0 unless a bug)");
 
 static int __init netblk_init(void)
 {

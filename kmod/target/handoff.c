@@ -8,7 +8,7 @@
  * frame is kept, not copied.  This is veth's and cpumap's contract: the
  * device owns the frames it accepts.
  */
-#include "netblk.h"
+#include "target.h"
 #include "compat.h"
 
 #include <linux/etherdevice.h>

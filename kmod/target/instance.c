@@ -15,7 +15,7 @@
  * a reference to the module (rmmod says it is in use) until its disk answers
  * and the reaper releases it.
  */
-#include "netblk.h"
+#include "target.h"
 
 #include <linux/blkdev.h>
 #include <linux/cpumask.h>
@@ -30,7 +30,17 @@
 
 
 LIST_HEAD(netblk_instances);
-DEFINE_MUTEX(netblk_lock);
+
+/*
+ * What stopped instances still held when they were gone: 0 unless something
+ * leaked.  Written under netblk_lock when an instance stops.
+ */
+static unsigned long netblk_leaked_slots;
+static unsigned long netblk_leaked_frames;
+module_param_named(leaked_slots, netblk_leaked_slots, ulong, 0444);
+MODULE_PARM_DESC(leaked_slots, "slots stopped instances did not get back (0 unless a bug)");
+module_param_named(leaked_frames, netblk_leaked_frames, ulong, 0444);
+MODULE_PARM_DESC(leaked_frames, "frames stopped instances did not release (0 unless a bug)");
 
 struct netblk_instance *netblk_instance_find(u16 port)
 {

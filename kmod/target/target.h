@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The C shim's view of an instance: the kernel objects it holds (the block
+ * The target's (the server's) view of an instance: the kernel objects it holds (the block
  * device, the NIC, the port's socket, the worker thread) around the C++ core
  * (core_api.h), which holds everything that needs no kernel.
  */
-#ifndef NETBLK_SHIM_H
-#define NETBLK_SHIM_H
+#ifndef NETBLK_TARGET_H
+#define NETBLK_TARGET_H
 
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+#include "netblk.h"	/* first: pr_fmt */
 
 #include <linux/blkdev.h>
 #include <linux/bpf.h>		/* XDP_PACKET_HEADROOM */
@@ -21,7 +21,6 @@
 #include <linux/types.h>
 #include <net/xdp.h>
 
-#include "compat.h"
 #include "core_api.h"
 #include "shim_api.h"
 #include "netblk_genl.h"
@@ -150,9 +149,8 @@ static inline bool netblk_nic_gone(const struct netblk_instance *inst)
 	return test_bit(NETBLK_NIC_GONE, &inst->flags);
 }
 
-/* All instances; netblk_lock serialises start, stop, list and unload. */
+/* All instances, under netblk_lock. */
 extern struct list_head netblk_instances;
-extern struct mutex netblk_lock;
 
 /* instance.c */
 int netblk_instance_start(const struct netblk_start_params *params,
@@ -206,7 +204,6 @@ void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
-
 /* genl.c */
 int netblk_genl_register(void);
 void netblk_genl_unregister(void);
@@ -227,9 +224,7 @@ u32 netblk_monitor_xdp_dropped(const struct net_device *nic);
 int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack);
 void netblk_monitor_xdp_added(const struct net_device *nic);
 
-/* main.c */
-extern bool netblk_unloading;	/* under netblk_lock */
-extern unsigned long netblk_leaked_slots, netblk_leaked_frames;
+/* genl.c */
 void netblk_stop_all(enum netblk_stop_reason reason);
 
 #endif

@@ -6,7 +6,7 @@
  * the slots' own frame buffers, which READ and INFO answers are built in,
  * and the transmit to the NIC.
  */
-#include "netblk.h"
+#include "target.h"
 
 #include <linux/blkdev.h>
 #include <linux/kthread.h>

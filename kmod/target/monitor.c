@@ -20,7 +20,7 @@
  * path takes while holding netblk_lock, so they only schedule the reaper;
  * the reaper takes netblk_lock and looks at every instance.
  */
-#include "netblk.h"
+#include "target.h"
 
 #include <linux/blkdev.h>
 #include <linux/inetdevice.h>

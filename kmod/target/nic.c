@@ -5,7 +5,7 @@
  * what the driver can do -- the CPUs it can transmit XDP frames from, and
  * whether it hides VLAN tags from XDP -- and its MTU and MAC as they change.
  */
-#include "netblk.h"
+#include "target.h"
 
 #include <linux/ethtool.h>
 #include <linux/if_vlan.h>

@@ -6,7 +6,7 @@
  * behind the reply's headroom (READ), or across data pages (a gathered
  * READ: one bio for all its datagrams).
  */
-#include "netblk.h"
+#include "target.h"
 
 #include <linux/bio.h>
 #include <linux/blkdev.h>
