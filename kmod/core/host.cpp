@@ -45,7 +45,7 @@ constexpr u32 initial_window = 32;
 constexpr u32 boot_slots = 1;
 constexpr u32 boot_max_io = 512;
 
-static_assert(NETBLK_HOST_INFO_SIZE == info_payload_size, "the shim pulls INFO's answer whole");
+static_assert(NETBLK_HOST_INFO_SIZE == info_payload_size, "the caller pulls INFO's answer whole");
 
 struct host_core {
 	host_config config;
@@ -59,7 +59,8 @@ struct host_core {
 	u64 retry_ns;		/* a refused HELLO goes again then; 0: none */
 	u64 refused;
 	u64 stray;		/* answers not of this session, or not well-formed */
-	netblk_attachment *shim;
+	const netblk_host_core_ops *ops;	/* the kernel side's callbacks */
+	netblk_attachment *att;		/* their first argument */
 	u8 info_bytes[info_payload_size];
 	u32 info_len;
 	u64 now_ns;		/* of the call into the core being served */
@@ -88,7 +89,7 @@ static void send_hello(host_core *c)
 
 	encode_header(bytes, c->session.hello());
 	seal(c->auth, bytes, nullptr, 0);
-	netblk_host_shim_send(c->shim, bytes, NETBLK_HOST_NO_TAG, 0, 0);
+	c->ops->send(c->att, bytes, NETBLK_HOST_NO_TAG, 0, 0);
 }
 
 static void open_session(host_core *c, u64 now_ns)
@@ -104,7 +105,7 @@ static void on_read(void *ctx, u32 tag, u32 at, void *frame, u32 len)
 
 	if (tag == c->info_tag)
 		return;	/* INFO's data: receive() kept it from the linear bytes */
-	netblk_host_shim_read(c->shim, tag, at, frame, len);
+	c->ops->read(c->att, tag, at, frame, len);
 }
 
 /* What a new session's INFO says against what was attached. */
@@ -129,7 +130,7 @@ static void stop_changed(host_core *c, netblk_host_change_reason why)
 {
 	c->changed = why;
 	c->queue.cancel_all(status_eio);
-	netblk_host_shim_changed(c->shim, why);
+	c->ops->changed(c->att, why);
 }
 
 static void ask_info_again(host_core *c, u64 now_ns)
@@ -162,7 +163,7 @@ static void info_answered_again(host_core *c, u16 status)
 	if (now.size_bytes > c->info.size_bytes) {
 		c->info.size_bytes = now.size_bytes;
 		add_once(c->resizes, 1);
-		netblk_host_shim_resized(c->shim, now.size_bytes);
+		c->ops->resized(c->att, now.size_bytes);
 	}
 	c->info.slots = now.slots;
 	c->queue.set_limits(now.slots, 0, 0);
@@ -182,7 +183,7 @@ static void info_answered(host_core *c, u16 status)
 					    min(c->info.slots, initial_window));
 		}
 	}
-	netblk_host_shim_complete(c->shim, c->info_tag, status);
+	c->ops->complete(c->att, c->info_tag, status);
 }
 
 static void on_complete(void *ctx, u32 tag, u16 status)
@@ -199,7 +200,7 @@ static void on_complete(void *ctx, u32 tag, u16 status)
 		if (queued && c->now_ns >= queued)
 			c->service.record(c->now_ns - queued);
 	}
-	netblk_host_shim_complete(c->shim, tag, status);
+	c->ops->complete(c->att, tag, status);
 }
 
 static void send_datagram(host_core *c, u32 index)
@@ -219,7 +220,7 @@ static void send_datagram(host_core *c, u32 index)
 	h.length = d.length;
 	encode_header(bytes, h);
 	seal(c->auth, bytes, nullptr, 0);
-	netblk_host_shim_send(c->shim, bytes, d.tag, d.at, d.op == op_write ? d.length : 0);
+	c->ops->send(c->att, bytes, d.tag, d.at, d.op == op_write ? d.length : 0);
 }
 
 static void send_queued(host_core *c, u64 now_ns)
@@ -449,14 +450,15 @@ int netblk_host_core_create(const struct netblk_host_config *config,
 	host_queue_ops ops = { on_read, on_complete };
 	int err;
 
-	if (!config->requests || !config->datagrams)
+	if (!config->requests || !config->datagrams || !config->ops)
 		return -err_inval;
 	core = new netblk_host_core();
 	if (!core)
 		return -err_nomem;
 	host_core *c = &core->c;
 
-	c->shim = config->shim;
+	c->ops = config->ops;
+	c->att = config->att;
 	c->config_read_only = config->read_only;
 	c->rng = config->seed | 1;
 	c->auth.keyed = config->keyed;

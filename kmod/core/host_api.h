@@ -3,10 +3,11 @@
  * The C face of the block-device client's core (issue 10; "host" as in
  * drivers/nvme/host): one attachment's session (host_session.h), its
  * datagrams outstanding (host_queue.h), the headers it sends and the answers
- * it reads.  The client's shim (kmod/host/) owns the block requests, the
- * socket and the timer; it calls these under the attachment's lock, and the
- * core calls back the netblk_host_shim_*() functions at the end of this file,
- * under the same lock.
+ * it reads.  The client's kernel side (kmod/host/) owns the block requests,
+ * the socket and the timer; it calls these under the attachment's lock, and
+ * the core calls back through the struct netblk_host_core_ops it was given
+ * at creation (at the end of this file), under the same lock: the core
+ * names nothing of the kernel side.
  */
 #ifndef NETBLK_CORE_HOST_API_H
 #define NETBLK_CORE_HOST_API_H
@@ -22,7 +23,7 @@ extern "C" {
 #include "core_api.h"	/* NETBLK_KEY_SIZE */
 #include "shim_api.h"	/* enum netblk_io_op */
 
-#define NETBLK_HOST_HEADER_SIZE 54	/* what netblk_host_shim_send() gets before the data */
+#define NETBLK_HOST_HEADER_SIZE 54	/* what netblk_host_core_ops.send gets before the data */
 #define NETBLK_HOST_INFO_SIZE 56	/* INFO's answer after the header */
 
 /*
@@ -41,7 +42,8 @@ enum netblk_host_change_reason {
 };
 
 struct netblk_host_core;
-struct netblk_attachment;	/* the shim's; passed back to shim functions */
+struct netblk_attachment;	/* the kernel side's; passed back to its callbacks */
+struct netblk_host_core_ops;
 
 struct netblk_host_config {
 	uint32_t requests;	/* tags 0 .. requests - 1 */
@@ -56,7 +58,8 @@ struct netblk_host_config {
 	uint8_t read_only;	/* attached read-only: an instance now read-only is no change */
 	uint8_t keyed;		/* tag every datagram with key, and want answers tagged */
 	uint8_t key[NETBLK_KEY_SIZE];
-	struct netblk_attachment *shim;
+	const struct netblk_host_core_ops *ops;	/* what the core calls back */
+	struct netblk_attachment *att;		/* the callbacks' first argument */
 };
 
 /* What the instance serves, as its INFO said. */
@@ -118,8 +121,8 @@ void netblk_host_core_destroy(struct netblk_host_core *core);
  * not the instance's); once attached, a refused HELLO is tried again every
  * second.  Every later session (the instance was started again) asks INFO
  * again as request @tag before anything else goes: the same device goes on
- * (grown: netblk_host_shim_resized()), another stops the attachment
- * (netblk_host_shim_changed()), its I/O failing EIO.
+ * (grown: netblk_host_core_ops.resized), another stops the attachment
+ * (netblk_host_core_ops.changed), its I/O failing EIO.
  */
 void netblk_host_core_connect(struct netblk_host_core *core, uint32_t tag, uint64_t now_ns);
 
@@ -139,13 +142,13 @@ int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_hos
 int netblk_host_core_queue(struct netblk_host_core *core, uint32_t tag, enum netblk_io_op op,
 			   uint64_t offset, uint32_t len, int fua, uint64_t now_ns);
 
-/* Send what the window allows now, through netblk_host_shim_send(). */
+/* Send what the window allows now, through netblk_host_core_ops.send. */
 void netblk_host_core_send(struct netblk_host_core *core, uint64_t now_ns);
 
 /*
  * A datagram from the instance: @payload its first @linear bytes (at least
  * the header's, and INFO's payload when it is one), @payload_len the UDP
- * payload's length, @frame the shim's handle for netblk_host_shim_read().
+ * payload's length, @frame the caller's handle for netblk_host_core_ops.read.
  */
 void netblk_host_core_receive(struct netblk_host_core *core, const uint8_t *payload,
 			      uint32_t linear, uint32_t payload_len, void *frame,
@@ -156,7 +159,7 @@ uint64_t netblk_host_core_expire(struct netblk_host_core *core, uint64_t now_ns)
 
 /*
  * When the timer must fire at the latest, given what waits now (0: nothing
- * does); expire() then says exactly.  For the shim to arm its timer after
+ * does); expire() then says exactly.  For the caller to arm its timer after
  * queue(), receive() or connect().
  */
 uint64_t netblk_host_core_timer_ns(const struct netblk_host_core *core, uint64_t now_ns);
@@ -174,30 +177,38 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint64_t *buckets,
 				       uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum);
 
-/* ---- what the client's shim provides, called under the attachment's lock ---- */
+/* ---- what the client's kernel side provides, called under the attachment's lock ---- */
 
-/* netblk_host_shim_send()'s @tag of a datagram of no request (HELLO). */
+/* netblk_host_core_ops.send's @tag of a datagram of no request (HELLO). */
 #define NETBLK_HOST_NO_TAG 0xffffffffu
 
 /*
- * Send one datagram of request @tag (NETBLK_HOST_NO_TAG: of none):
- * @header (NETBLK_HOST_HEADER_SIZE bytes), then for a WRITE @len bytes of
- * the request's data from its byte @at (0: none).  Nothing sent when it
- * fails: the datagram's timer sends it again.  Once the request is over
- * (netblk_host_shim_complete()) none of its datagrams may go out any more.
+ * The core's callbacks, given at creation (netblk_host_config.ops): how it
+ * reaches the block requests and the network without naming them.
  */
-void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
-			   uint32_t tag, uint32_t at, uint32_t len);
-/* A READ answer's @len bytes of data (after the header in @frame) go to byte @at of request @tag. */
-void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t at,
-			   void *frame, uint32_t len);
-/* Request @tag is over: 0, or the errno it failed with. */
-void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status);
-/* A new session's INFO: the device grew to @size_bytes. */
-void netblk_host_shim_resized(struct netblk_attachment *att, uint64_t size_bytes);
-/* A new session's INFO: not the device attached (@reason); everything failed EIO. */
-void netblk_host_shim_changed(struct netblk_attachment *att,
-			      enum netblk_host_change_reason reason);
+struct netblk_host_core_ops {
+	/*
+	 * Send one datagram of request @tag (NETBLK_HOST_NO_TAG: of none):
+	 * @header (NETBLK_HOST_HEADER_SIZE bytes), then for a WRITE @len bytes
+	 * of the request's data from its byte @at (0: none).  Nothing sent when
+	 * it fails: the datagram's timer sends it again.  Once the request is
+	 * over (complete) none of its datagrams may go out any more.
+	 */
+	void (*send)(struct netblk_attachment *att, const uint8_t *header, uint32_t tag,
+		     uint32_t at, uint32_t len);
+	/*
+	 * A READ answer's @len bytes of data (after the header in @frame) go
+	 * to byte @at of request @tag.
+	 */
+	void (*read)(struct netblk_attachment *att, uint32_t tag, uint32_t at, void *frame,
+		     uint32_t len);
+	/* Request @tag is over: 0, or the errno it failed with. */
+	void (*complete)(struct netblk_attachment *att, uint32_t tag, uint16_t status);
+	/* A new session's INFO: the device grew to @size_bytes. */
+	void (*resized)(struct netblk_attachment *att, uint64_t size_bytes);
+	/* A new session's INFO: not the device attached (@reason); everything failed EIO. */
+	void (*changed)(struct netblk_attachment *att, enum netblk_host_change_reason reason);
+};
 
 #ifdef __cplusplus
 }

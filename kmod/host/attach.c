@@ -10,10 +10,8 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/idr.h>
-#include <linux/random.h>
 #include <linux/slab.h>
 #include <linux/timekeeping.h>
-#include <linux/vmalloc.h>
 
 #include "host.h"
 #include "netblk.h"	/* netblk_lock */
@@ -22,65 +20,7 @@ LIST_HEAD(netblk_attachments);
 static DEFINE_IDA(netblk_host_ida);
 static int netblk_host_major;
 
-/* ---- the core's timer ---- */
-
-static void netblk_host_timer_at(struct netblk_attachment *att, u64 when_ns)
-{
-	if (hrtimer_is_queued(&att->timer) &&
-	    ktime_to_ns(hrtimer_get_expires(&att->timer)) <= when_ns)
-		return;
-	hrtimer_start(&att->timer, ns_to_ktime(when_ns), HRTIMER_MODE_ABS_SOFT);
-}
-
-/* Under the lock, after a call to the core. */
-void netblk_host_arm_timer(struct netblk_attachment *att)
-{
-	u64 when;
-
-	if (att->dead)
-		return;
-	when = netblk_host_core_timer_ns(att->core, ktime_get_ns());
-	if (when)
-		netblk_host_timer_at(att, when);
-}
-
-static enum hrtimer_restart netblk_host_timer_fn(struct hrtimer *timer)
-{
-	struct netblk_attachment *att = container_of(timer, struct netblk_attachment, timer);
-	bool kick;
-	u64 next;
-
-	spin_lock_bh(&att->lock);
-	next = att->dead ? 0 : netblk_host_core_expire(att->core, ktime_get_ns());
-	if (next)
-		netblk_host_timer_at(att, next);
-	kick = att->pending_count;
-	spin_unlock_bh(&att->lock);
-
-	netblk_host_end_done(att);
-	if (kick)
-		netblk_host_kick_tx(att);
-	return HRTIMER_NORESTART;
-}
-
 /* ---- attach ---- */
-
-static int netblk_host_core_start(struct netblk_attachment *att)
-{
-	struct netblk_host_config cfg = {
-		.requests = att->params.queue_depth + 1,	/* and INFO's */
-		.datagrams = att->params.queue_depth * NETBLK_HOST_PIECES + 1,
-		.deadline_ns = (u64)att->params.timeout_ms * NSEC_PER_MSEC,
-		.seed = get_random_u64(),
-		.read_only = att->params.read_only,
-		.keyed = att->params.has_key,
-		.shim = att,
-	};
-
-	memcpy(cfg.key, att->params.key, sizeof(cfg.key));
-	att->info_tag = att->params.queue_depth;
-	return netblk_host_core_create(&cfg, &att->core);
-}
 
 static void netblk_host_release(struct kref *ref)
 {
@@ -96,13 +36,7 @@ void netblk_host_put(struct netblk_attachment *att)
 /* What it holds; the memory goes with the last reference (netblk_host_put). */
 static void netblk_host_free(struct netblk_attachment *att)
 {
-	netblk_host_core_destroy(att->core);
-	att->core = NULL;
-	page_frag_cache_drain(&att->frags);
-	kvfree(att->tx);
-	att->tx = NULL;
-	kvfree(att->pending);
-	att->pending = NULL;
+	netblk_host_engine_destroy(att);
 	if (att->index >= 0)
 		ida_free(&netblk_host_ida, att->index);
 	att->index = -1;
@@ -111,23 +45,9 @@ static void netblk_host_free(struct netblk_attachment *att)
 /* Stop everything that calls into the core: answers, the timer, the sender. */
 static void netblk_host_quiesce(struct netblk_attachment *att)
 {
-	spin_lock_bh(&att->lock);
-	att->dead = true;	/* the timer is not armed again, new requests fail */
-	spin_unlock_bh(&att->lock);
-	netblk_host_socket_stop_rx(att);
-	hrtimer_cancel(&att->timer);
+	netblk_host_engine_stop(att);
 	netblk_host_disk_quiesce(att);
-	netblk_host_socket_close(att);
-	netblk_host_drop_pending(att);
-}
-
-/* Fail what is left, outside any softirq: a forced detach, rmmod, a failed attach. */
-static void netblk_host_fail_all(struct netblk_attachment *att)
-{
-	spin_lock_bh(&att->lock);
-	netblk_host_core_cancel_all(att->core, EIO);
-	spin_unlock_bh(&att->lock);
-	netblk_host_end_done(att);
+	netblk_host_engine_close(att);
 }
 
 /* Seconds a request may go unanswered while attaching: timeout= where shorter than ours. */
@@ -161,31 +81,6 @@ static int netblk_host_abort_error(const struct netblk_attachment *att,
 				   &p->addr, p->port, wait);
 		return -ETIMEDOUT;
 	}
-}
-
-/*
- * Give up attaching @att for @why: its INFO wait ends, the requests it has
- * outstanding (the partition scan's) fail EIO and new ones fail at once, so
- * that add_disk() returns; its attacher then undoes it.  Any context but a
- * softirq.  False when it is attached already.
- */
-bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why)
-{
-	bool attaching;
-
-	spin_lock_bh(&att->lock);
-	attaching = att->attaching;
-	if (attaching) {
-		if (!att->abort)
-			att->abort = why;
-		att->dead = true;
-	}
-	spin_unlock_bh(&att->lock);
-	if (!attaching)
-		return false;
-	netblk_host_fail_all(att);
-	complete(&att->info_done);
-	return true;
 }
 
 static int netblk_host_wait_info(struct netblk_attachment *att, struct netlink_ext_ack *extack)
@@ -247,35 +142,25 @@ static struct netblk_attachment *netblk_host_alloc(const struct netblk_attach_pa
 	att->attaching = true;
 	att->params = *p;
 	att->index = -1;
-	spin_lock_init(&att->lock);
 	init_completion(&att->info_done);
-	init_llist_head(&att->done);
-	hrtimer_init(&att->timer, CLOCK_MONOTONIC, HRTIMER_MODE_ABS_SOFT);
-	att->timer.function = netblk_host_timer_fn;
-	netblk_host_tx_init(att);
+	netblk_host_engine_init(att, &netblk_host_udp_ops);
 	netblk_host_disk_init(att);
 
-	err = -ENOMEM;
-	att->pending = kvcalloc(NETBLK_HOST_PENDING, sizeof(*att->pending), GFP_KERNEL);
-	if (!att->pending)
-		goto free;
-	att->tx = kvzalloc(sizeof(*att->tx), GFP_KERNEL);
-	if (!att->tx)
-		goto free;
 	err = ida_alloc_max(&netblk_host_ida, MINORMASK / NETBLK_HOST_MINORS, GFP_KERNEL);
 	if (err < 0) {
 		NL_SET_ERR_MSG(extack, "no /dev/netblkN left: detach one");
-		goto free;
+		goto put;
 	}
 	att->index = err;
 	snprintf(att->name, sizeof(att->name), "netblk%d", att->index);
-	err = netblk_host_core_start(att);
+	err = netblk_host_engine_create(att);
 	if (err)
-		goto free;
+		goto free_index;
 	return att;
 
-free:
-	netblk_host_free(att);
+free_index:
+	ida_free(&netblk_host_ida, att->index);
+put:
 	netblk_host_put(att);
 	return ERR_PTR(err);
 }
@@ -298,15 +183,10 @@ static int netblk_host_reserve(struct netblk_attachment *att, struct netlink_ext
 static int netblk_host_connect(struct netblk_attachment *att, struct net *net,
 			       struct netlink_ext_ack *extack)
 {
-	int err = netblk_host_socket_open(att, net, extack);
+	int err = netblk_host_engine_connect(att, net, extack);
 
 	if (err)
 		return err;
-	spin_lock_bh(&att->lock);
-	netblk_host_core_connect(att->core, att->info_tag, ktime_get_ns());
-	netblk_host_arm_timer(att);
-	spin_unlock_bh(&att->lock);
-	netblk_host_send_pending(att);
 	return netblk_host_wait_info(att, extack);
 }
 
@@ -384,7 +264,7 @@ static void netblk_host_undo(struct netblk_attachment *att)
 	mutex_unlock(&netblk_lock);
 
 	netblk_host_quiesce(att);
-	netblk_host_fail_all(att);
+	netblk_host_engine_fail_all(att);
 	netblk_host_disk_remove(att);
 	netblk_host_free(att);
 
@@ -478,7 +358,7 @@ int netblk_host_detach(struct netblk_attachment *att, bool force,
 	 * meets is a prober's read).
 	 */
 	netblk_host_quiesce(att);
-	netblk_host_fail_all(att);
+	netblk_host_engine_fail_all(att);
 	netblk_host_disk_remove(att);
 	pr_info("/dev/%s (%pI4:%u) detached\n", att->name, &att->params.addr, att->params.port);
 	netblk_host_free(att);
@@ -518,24 +398,15 @@ void netblk_host_detach_all(void)
 	} while (attaching);
 }
 
-void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
-			    struct netblk_host_shim_stats *shim)
-{
-	spin_lock_bh(&att->lock);
-	netblk_host_core_read_stats(att->core, core);
-	*shim = att->stats;
-	spin_unlock_bh(&att->lock);
-}
-
 int netblk_host_init(void)
 {
-	int err = netblk_host_transport_init();
+	int err = netblk_host_udp_init();
 
 	if (err)
 		return err;
 	netblk_host_major = register_blkdev(0, "netblk");
 	if (netblk_host_major < 0) {
-		netblk_host_transport_exit();
+		netblk_host_udp_exit();
 		return netblk_host_major;
 	}
 	return 0;
@@ -550,5 +421,5 @@ void netblk_host_exit(void)
 	 */
 	synchronize_rcu();
 	unregister_blkdev(netblk_host_major, "netblk");
-	netblk_host_transport_exit();
+	netblk_host_udp_exit();
 }

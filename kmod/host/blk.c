@@ -10,7 +10,8 @@
  * itself).  While attaching -- add_disk() reading the partition table --
  * it fails them all, and the attach (host.h: NETBLK_HOST_ATTACH_IO_WAIT), as
  * nvme-tcp fails a timed-out request on a controller not yet live.
- * queue_rq may sleep (BLK_MQ_F_BLOCKING) because it sends on the socket.
+ * queue_rq may sleep (BLK_MQ_F_BLOCKING) because the request engine
+ * (engine.c) sends on the socket there.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -20,78 +21,7 @@
 
 #include "host.h"
 
-struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag)
-{
-	if (tag >= att->params.queue_depth || !att->tag_set.tags)
-		return NULL;
-	return blk_mq_tag_to_rq(att->tag_set.tags[0], tag);
-}
-
-void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
-{
-	struct request *rq;
-	struct netblk_host_cmd *cmd;
-
-	if (tag == att->info_tag) {
-		att->info_status = status ? -(int)status : 0;
-		complete(&att->info_done);
-		return;
-	}
-	rq = netblk_host_tag_to_rq(att, tag);
-	if (WARN_ON_ONCE(!rq))
-		return;
-	cmd = blk_mq_rq_to_pdu(rq);
-	cmd->status = status;
-	if (status) {
-		att->stats.errors++;
-		netblk_host_purge_pending(att, tag);
-	}
-	netblk_host_rq_put_locked(att, rq);	/* the core's */
-}
-
-static void netblk_host_rq_end(struct request *rq)
-{
-	if (likely(!blk_should_fake_timeout(rq->q)))
-		blk_mq_complete_request(rq);
-}
-
-void netblk_host_rq_get(struct request *rq)
-{
-	refcount_inc(&((struct netblk_host_cmd *)blk_mq_rq_to_pdu(rq))->holds);
-}
-
-/*
- * Outside the lock: where datagrams were sent, and where an skb let go of
- * a request's pages (the softirq or task that freed it).
- */
-void netblk_host_rq_put(struct request *rq)
-{
-	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
-
-	if (refcount_dec_and_test(&cmd->holds))
-		netblk_host_rq_end(rq);
-}
-
-void netblk_host_rq_put_locked(struct netblk_attachment *att, struct request *rq)
-{
-	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
-
-	/* ended after the lock: ending it may start more I/O on this disk */
-	if (refcount_dec_and_test(&cmd->holds))
-		llist_add(&cmd->done, &att->done);
-}
-
-void netblk_host_end_done(struct netblk_attachment *att)
-{
-	struct llist_node *list = llist_del_all(&att->done);
-	struct netblk_host_cmd *cmd, *next;
-
-	llist_for_each_entry_safe(cmd, next, list, done)
-		netblk_host_rq_end(blk_mq_rq_from_pdu(cmd));
-}
-
-/* ---- what a new session's INFO says (a server started again) ---- */
-
+/* A new session's INFO said the device grew (the engine queues this). */
 static void netblk_host_resize_work(struct work_struct *work)
 {
 	struct netblk_attachment *att = container_of(work, struct netblk_attachment, resize_work);
@@ -103,28 +33,6 @@ static void netblk_host_resize_work(struct work_struct *work)
 	set_capacity_and_notify(att->disk, size >> SECTOR_SHIFT);
 	pr_info("/dev/%s: %pI4:%u grew to %llu MiB\n", att->name, &att->params.addr,
 		att->params.port, size >> 20);
-}
-
-void netblk_host_shim_resized(struct netblk_attachment *att, uint64_t size_bytes)
-{
-	WRITE_ONCE(att->info.size_bytes, size_bytes);
-	queue_work(system_wq, &att->resize_work);	/* it sleeps: not in this softirq */
-}
-
-void netblk_host_shim_changed(struct netblk_attachment *att,
-			      enum netblk_host_change_reason reason)
-{
-	static const char *const what[] = {
-		[NETBLK_HOST_OTHER_DEVICE] = "serves another device now",
-		[NETBLK_HOST_SMALLER] = "serves a smaller device now",
-		[NETBLK_HOST_READ_ONLY] = "serves the device read-only now",
-		[NETBLK_HOST_GEOMETRY] = "serves other sectors, or less a datagram, now",
-		[NETBLK_HOST_INFO_REFUSED] = "refused INFO after it was started again",
-	};
-
-	pr_err("/dev/%s: %pI4:%u %s: its I/O fails from now on, nothing is written to it; detach it (and attach again for what it serves)\n",
-	       att->name, &att->params.addr, att->params.port,
-	       reason < ARRAY_SIZE(what) && what[reason] ? what[reason] : "changed");
 }
 
 void netblk_host_disk_init(struct netblk_attachment *att)
@@ -178,25 +86,7 @@ static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
 	if (netblk_host_op(rq, &op))
 		return BLK_STS_NOTSUPP;
 	blk_mq_start_request(rq);
-	refcount_set(&((struct netblk_host_cmd *)blk_mq_rq_to_pdu(rq))->holds, 1);	/* the core's */
-
-	spin_lock_bh(&att->lock);
-	if (att->dead) {
-		spin_unlock_bh(&att->lock);
-		return BLK_STS_IOERR;
-	}
-	err = netblk_host_core_queue(att->core, rq->tag, op, (u64)blk_rq_pos(rq) << SECTOR_SHIFT,
-				     blk_rq_bytes(rq), !!(rq->cmd_flags & REQ_FUA),
-				     ktime_get_ns());
-	if (err != -EAGAIN)
-		att->stats.requests++;
-	if (err && err != -EAGAIN)
-		att->stats.errors++;	/* refused at once: unreachable (-EIO), or -EINVAL */
-	netblk_host_arm_timer(att);
-	spin_unlock_bh(&att->lock);
-
-	netblk_host_send_pending(att);
-	netblk_host_end_done(att);
+	err = netblk_host_engine_queue(att, rq, op);	/* detached: -EIO */
 	if (err == -EAGAIN)
 		return BLK_STS_DEV_RESOURCE;	/* no room for its datagrams: again once some end */
 	return err ? BLK_STS_IOERR : BLK_STS_OK;

@@ -1,19 +1,29 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The block-device client's shim ("host", as in drivers/nvme/host): an
+ * The block-device client ("host", as in drivers/nvme/host): an
  * attachment is one /dev/netblkN backed by one remote instance.  The C++
  * core (core/host_api.h) holds its session and its datagrams; this holds
- * the kernel objects around it:
+ * the kernel objects around it, each file calling by name only the ones
+ * listed after it (attach picks the transport and hands it to the engine;
+ * blk -> engine; the engine reaches the transport through
+ * struct netblk_host_transport_ops alone, and the core calls back through
+ * struct netblk_host_core_ops alone -- nothing below names what is above):
  *
  *   attach.c     its life: attach, detach, the list of them (under netblk_lock;
  *                an attach waits for the network without it)
  *   blk.c        the block device: blk-mq requests in, completions out
- *   transport.c  the UDP socket: datagrams out (WRITE data from the
- *                request's pages, not copied), answers in (its softirq)
+ *   engine.c     the request engine: the lock, the core's calls and
+ *                callbacks, its timer, the requests it ends, the sends it
+ *                kicks -- the one place that sequence is written
+ *   transport.c  the UDP socket, the first netblk_host_transport_ops:
+ *                datagrams out (WRITE data from the request's pages, not
+ *                copied), answers in (its softirq), handed up through the
+ *                function the engine gave it at open
  *
  * One spinlock (lock, taken with BHs off) covers the core: the block
- * layer's requests, the socket's answers and the timer all go through it.
- * Datagrams are recorded under it and sent after it (sending may sleep).
+ * layer's requests, the socket's answers and the timer all go through it
+ * (engine.c).  Datagrams are recorded under it and sent after it (sending
+ * may sleep).
  *
  * A request ends only once nothing of it can go out any more: each
  * datagram recorded or being sent, and each send whose skbs hold its pages
@@ -108,7 +118,10 @@ struct netblk_host_tx {
 	u64 in_place, copied, batched, errors;
 };
 
-/* The client's own counters; the lock's holder writes them. */
+/*
+ * The client's own counters (the kernel side's; the core's are
+ * struct netblk_host_stats); the lock's holder writes them.
+ */
 struct netblk_host_shim_stats {
 	u64 bytes_in_place;	/* WRITE data the skbs took from the request's own pages */
 	/* WRITE data copied: a page the network may not hold, a device without scatter-gather */
@@ -121,6 +134,56 @@ struct netblk_host_shim_stats {
 	u64 rx_datagrams;
 	u64 requests;
 	u64 errors;		/* requests ended with an error */
+};
+
+/*
+ * A transport's upcall, given to it at open: an answer from the instance,
+ * @payload its first @linear bytes (at least the header's, and INFO's
+ * payload when it is one), @payload_len the UDP payload's length, @frame
+ * the transport's handle for its read().  In its softirq; the engine takes
+ * the lock.
+ */
+typedef void (*netblk_host_rx_fn)(struct netblk_attachment *att, const u8 *payload,
+				  u32 linear, u32 payload_len, void *frame);
+
+/*
+ * What the request engine (engine.c) asks of a transport, which it reaches
+ * through the attachment's ops table alone; the UDP socket (transport.c,
+ * netblk_host_udp_ops) is the first.  Datagrams are recorded under the
+ * attachment's lock and sent after it.
+ */
+struct netblk_host_transport_ops {
+	/* Its memory for @att (process context); destroy() frees what create() left. */
+	int (*create)(struct netblk_attachment *att);
+	void (*destroy)(struct netblk_attachment *att);
+	/* The link to the instance; each answer goes to @rx from then on. */
+	int (*open)(struct netblk_attachment *att, struct net *net, netblk_host_rx_fn rx,
+		    struct netlink_ext_ack *extack);
+	/* No answer reaches rx once this returns. */
+	void (*stop_rx)(struct netblk_attachment *att);
+	/* After stop_rx and the timer: nothing kicks it any more; the link goes. */
+	void (*close)(struct netblk_attachment *att);
+	/*
+	 * Under the lock: record a datagram of request @tag (@rq, held while
+	 * recorded; NULL and NETBLK_HOST_NO_TAG: of none), its @header, then
+	 * @len bytes of @rq's data from its byte @at.  Dropped and counted when
+	 * there is no room: the core's timer sends it again.
+	 */
+	void (*record)(struct netblk_attachment *att, const u8 *header, u32 tag,
+		       struct request *rq, u32 at, u32 len);
+	/* Under the lock: whether anything recorded waits to be sent. */
+	bool (*recorded)(struct netblk_attachment *att);
+	/* Under the lock: request @tag failed, none of its recorded datagrams goes out. */
+	void (*purge)(struct netblk_attachment *att, u32 tag);
+	/* Forget what was recorded and not sent (detach); takes the lock. */
+	void (*drop)(struct netblk_attachment *att);
+	/* Send what is recorded (process context; may sleep). */
+	void (*flush)(struct netblk_attachment *att);
+	/* After an unlock in a softirq: have a worker send what is recorded. */
+	void (*kick)(struct netblk_attachment *att);
+	/* Under the lock: @len bytes of an answer's data in @frame to byte @at of @rq. */
+	void (*read)(struct netblk_attachment *att, void *frame, struct request *rq, u32 at,
+		     u32 len);
 };
 
 struct netblk_host_cmd {
@@ -162,6 +225,7 @@ struct netblk_attachment {
 
 	spinlock_t lock;		/* the core, pending, stats, dead */
 	struct netblk_host_core *core;
+	const struct netblk_host_transport_ops *transport;
 	struct netblk_host_shim_stats stats;
 	struct netblk_host_pending *pending;	/* a ring of NETBLK_HOST_PENDING */
 	u32 pending_head, pending_count;
@@ -178,6 +242,7 @@ struct netblk_attachment {
 	struct mutex tx_mutex;		/* one sender on the socket at a time */
 	struct netblk_host_tx *tx;	/* under tx_mutex */
 	struct socket *sock;
+	netblk_host_rx_fn rx;		/* where the socket's answers go (the engine's) */
 	struct page_frag_cache frags;	/* WRITE headers (under lock) */
 	struct page *header_page;	/* the last header's page: compared, never used */
 
@@ -185,6 +250,50 @@ struct netblk_attachment {
 	struct blk_mq_tag_set tag_set;
 	struct gendisk *disk;
 };
+
+/* ---- a block request's holds (netblk_host_cmd.holds): here, for every file to take ---- */
+
+static inline struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag)
+{
+	if (tag >= att->params.queue_depth || !att->tag_set.tags)
+		return NULL;
+	return blk_mq_tag_to_rq(att->tag_set.tags[0], tag);
+}
+
+static inline void netblk_host_rq_end(struct request *rq)
+{
+	if (likely(!blk_should_fake_timeout(rq->q)))
+		blk_mq_complete_request(rq);
+}
+
+/* A hold on a request: it does not end until every hold is put. */
+static inline void netblk_host_rq_get(struct request *rq)
+{
+	refcount_inc(&((struct netblk_host_cmd *)blk_mq_rq_to_pdu(rq))->holds);
+}
+
+/*
+ * Put a hold outside the lock: the last one ends the request now.  Where
+ * datagrams were sent, and where an skb let go of a request's pages (the
+ * softirq or task that freed it).
+ */
+static inline void netblk_host_rq_put(struct request *rq)
+{
+	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
+
+	if (refcount_dec_and_test(&cmd->holds))
+		netblk_host_rq_end(rq);
+}
+
+/* Put a hold under the lock: the last one leaves it to the engine, after the lock. */
+static inline void netblk_host_rq_put_locked(struct netblk_attachment *att, struct request *rq)
+{
+	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
+
+	/* ended after the lock: ending it may start more I/O on this disk */
+	if (refcount_dec_and_test(&cmd->holds))
+		llist_add(&cmd->done, &att->done);
+}
 
 /* attach.c: attach without netblk_lock (it takes it); the rest under it */
 int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
@@ -194,49 +303,45 @@ int netblk_host_detach(struct netblk_attachment *att, bool force,
 		       struct netlink_ext_ack *extack, struct netblk_attachment **attaching);
 /* Without netblk_lock: the given-up attach @att (netblk_host_detach) is undone. */
 void netblk_host_wait_undone(struct netblk_attachment *att);
-bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why);
 struct netblk_attachment *netblk_host_find(const char *name);
 void netblk_host_detach_all(void);
 extern struct list_head netblk_attachments;
 int netblk_host_init(void);
 void netblk_host_exit(void);
-/* The attachment's counters, read under its lock. */
-void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
-			    struct netblk_host_shim_stats *shim);
-
-/* transport.c */
-int netblk_host_transport_init(void);
-void netblk_host_transport_exit(void);
-void netblk_host_tx_init(struct netblk_attachment *att);
-int netblk_host_socket_open(struct netblk_attachment *att, struct net *net,
-			    struct netlink_ext_ack *extack);
-void netblk_host_socket_stop_rx(struct netblk_attachment *att);
-void netblk_host_socket_close(struct netblk_attachment *att);
-/* Send what is recorded (process context; may sleep). */
-void netblk_host_send_pending(struct netblk_attachment *att);
-/* After an unlock in a softirq: have tx_work send what is recorded. */
-void netblk_host_kick_tx(struct netblk_attachment *att);
-void netblk_host_drop_pending(struct netblk_attachment *att);
-/* Under the lock: request @tag failed, none of its recorded datagrams goes out. */
-void netblk_host_purge_pending(struct netblk_attachment *att, u32 tag);
 
 /* blk.c */
 int netblk_host_disk_create(struct netblk_attachment *att, int major);
 void netblk_host_disk_remove(struct netblk_attachment *att);
 bool netblk_host_disk_open(const struct netblk_attachment *att);
-struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag);
-/* End the requests nothing holds any more, outside the lock. */
-void netblk_host_end_done(struct netblk_attachment *att);
-/* A hold on a request: it does not end until every hold is put. */
-void netblk_host_rq_get(struct request *rq);
-/* Put a hold outside the lock: the last one ends the request now. */
-void netblk_host_rq_put(struct request *rq);
-/* Put a hold under the lock: the last one leaves it to netblk_host_end_done(). */
-void netblk_host_rq_put_locked(struct netblk_attachment *att, struct request *rq);
-/* After a core call under the lock: the timer is armed for what waits. */
-void netblk_host_arm_timer(struct netblk_attachment *att);
 void netblk_host_disk_init(struct netblk_attachment *att);
 /* After the socket and the timer stopped: no resize is pending any more. */
 void netblk_host_disk_quiesce(struct netblk_attachment *att);
+
+/* engine.c: the lock, the core, its timer; the transport through its ops */
+void netblk_host_engine_init(struct netblk_attachment *att,
+			     const struct netblk_host_transport_ops *transport);
+int netblk_host_engine_create(struct netblk_attachment *att);
+void netblk_host_engine_destroy(struct netblk_attachment *att);
+/* The link, a session, and INFO asked as request info_tag (attach.c waits for it). */
+int netblk_host_engine_connect(struct netblk_attachment *att, struct net *net,
+			       struct netlink_ext_ack *extack);
+/* A block request to the core: 0, -EAGAIN (no room now), -EIO, -EINVAL. */
+int netblk_host_engine_queue(struct netblk_attachment *att, struct request *rq,
+			     enum netblk_io_op op);
+/* Nothing calls into the core any more: answers, the timer; new requests fail. */
+void netblk_host_engine_stop(struct netblk_attachment *att);
+/* After netblk_host_engine_stop(): the link goes, and what it had recorded. */
+void netblk_host_engine_close(struct netblk_attachment *att);
+/* Fail what is left, outside any softirq: a forced detach, rmmod, a failed attach. */
+void netblk_host_engine_fail_all(struct netblk_attachment *att);
+bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why);
+/* The attachment's counters, read under its lock. */
+void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
+			    struct netblk_host_shim_stats *shim);
+
+/* transport.c: the UDP socket */
+extern const struct netblk_host_transport_ops netblk_host_udp_ops;
+int netblk_host_udp_init(void);
+void netblk_host_udp_exit(void);
 
 #endif

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The block-device client's UDP socket: a kernel socket connected to the
- * instance, its answers taken in the socket's softirq (encap_rcv, as
- * WireGuard and VXLAN take theirs) and handed to the core; its datagrams
+ * The block-device client's UDP socket, its first transport
+ * (netblk_host_udp_ops: the request engine reaches it through that table
+ * alone): a kernel socket connected to the instance, its answers taken in
+ * the socket's softirq (encap_rcv, as WireGuard and VXLAN take theirs) and
+ * handed up to the function the engine gave at open; its datagrams
  * recorded under the attachment's lock and sent after it, a run of them of
  * one size in one UDP GSO send.  A WRITE's data goes out from the request's
  * own pages (MSG_ZEROCOPY: the skb holds the pages, nothing is copied)
@@ -31,6 +33,7 @@
 #include <linux/highmem.h>
 #include <linux/net.h>
 #include <linux/netdevice.h>
+#include <linux/slab.h>
 #include <linux/udp.h>
 #include <net/ip.h>
 #include <net/sock.h>
@@ -42,7 +45,7 @@
 #define NETBLK_HOST_SNDBUF	(4 << 20)	/* a window of 64 KiB requests, and more */
 #define NETBLK_HOST_FRAG	64		/* a WRITE header's piece of a page */
 
-/* What netblk_host_shim_read() gets as the frame: the answer and where its data is. */
+/* The frame handed up with an answer (netblk_host_udp_read's): the skb, where its data is. */
 struct netblk_host_frame {
 	struct sk_buff *skb;
 	u32 data_offset;
@@ -190,8 +193,8 @@ taken:
 	return true;
 }
 
-void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
-			   uint32_t tag, uint32_t at, uint32_t len)
+static void netblk_host_udp_record(struct netblk_attachment *att, const u8 *header, u32 tag,
+				   struct request *rq, u32 at, u32 len)
 {
 	struct netblk_host_pending *p;
 
@@ -202,7 +205,7 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 	p = &att->pending[(att->pending_head + att->pending_count) % NETBLK_HOST_PENDING];
 	memcpy(p->header, header, NETBLK_HOST_HEADER_SIZE);
 	p->tag = tag;
-	p->rq = netblk_host_tag_to_rq(att, tag);	/* NULL: HELLO, INFO */
+	p->rq = rq;	/* NULL: HELLO, INFO */
 	if (p->rq)
 		netblk_host_rq_get(p->rq);
 	p->purged = false;
@@ -219,7 +222,12 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *header,
 	att->pending_count++;
 }
 
-void netblk_host_purge_pending(struct netblk_attachment *att, u32 tag)
+static bool netblk_host_udp_recorded(struct netblk_attachment *att)
+{
+	return att->pending_count;
+}
+
+static void netblk_host_udp_purge(struct netblk_attachment *att, u32 tag)
 {
 	u32 i;
 
@@ -543,7 +551,7 @@ static bool netblk_host_pending_left(struct netblk_attachment *att)
  * go, and what was added before that look -- under att->lock, as the look
  * is -- is sent by it, or by whoever takes the mutex after it.
  */
-void netblk_host_send_pending(struct netblk_attachment *att)
+static void netblk_host_udp_flush(struct netblk_attachment *att)
 {
 	u32 n;
 
@@ -558,22 +566,15 @@ void netblk_host_send_pending(struct netblk_attachment *att)
 
 static void netblk_host_tx_work(struct work_struct *work)
 {
-	netblk_host_send_pending(container_of(work, struct netblk_attachment, tx_work));
+	netblk_host_udp_flush(container_of(work, struct netblk_attachment, tx_work));
 }
 
-void netblk_host_tx_init(struct netblk_attachment *att)
-{
-	INIT_WORK(&att->tx_work, netblk_host_tx_work);
-	mutex_init(&att->tx_mutex);
-}
-
-void netblk_host_kick_tx(struct netblk_attachment *att)
+static void netblk_host_udp_kick(struct netblk_attachment *att)
 {
 	queue_work(netblk_host_wq, &att->tx_work);
 }
 
-/* Forget what was recorded and not sent (detach). */
-void netblk_host_drop_pending(struct netblk_attachment *att)
+static void netblk_host_udp_drop(struct netblk_attachment *att)
 {
 	spin_lock_bh(&att->lock);
 	while (att->pending_count) {
@@ -586,17 +587,14 @@ void netblk_host_drop_pending(struct netblk_attachment *att)
 
 /* ---- answers, in the socket's softirq ---- */
 
-void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t at,
-			   void *frame, uint32_t len)
+static void netblk_host_udp_read(struct netblk_attachment *att, void *frame, struct request *rq,
+				 u32 at, u32 len)
 {
 	struct netblk_host_frame *f = frame;
-	struct request *rq = netblk_host_tag_to_rq(att, tag);
 	struct req_iterator iter;
 	struct bio_vec bv;
 	u32 skip = at, done = 0;
 
-	if (!rq)
-		return;
 	rq_for_each_segment(bv, rq, iter) {
 		u32 n;
 		u8 *dst;
@@ -625,7 +623,6 @@ static int netblk_host_encap_rcv(struct sock *sk, struct sk_buff *skb)
 	struct netblk_attachment *att = rcu_dereference_sk_user_data(sk);
 	struct netblk_host_frame frame = { .skb = skb };
 	u32 payload_len, linear;
-	bool kick;
 
 	if (!att)
 		goto drop;	/* detaching */
@@ -637,18 +634,7 @@ static int netblk_host_encap_rcv(struct sock *sk, struct sk_buff *skb)
 	if (!pskb_may_pull(skb, sizeof(struct udphdr) + linear))
 		goto drop;
 	frame.data_offset = sizeof(struct udphdr) + NETBLK_HOST_HEADER_SIZE;
-
-	spin_lock_bh(&att->lock);
-	att->stats.rx_datagrams++;
-	netblk_host_core_receive(att->core, skb->data + sizeof(struct udphdr), linear,
-				 payload_len, &frame, ktime_get_ns());
-	netblk_host_arm_timer(att);
-	kick = att->pending_count;
-	spin_unlock_bh(&att->lock);
-
-	netblk_host_end_done(att);
-	if (kick)
-		netblk_host_kick_tx(att);
+	att->rx(att, skb->data + sizeof(struct udphdr), linear, payload_len, &frame);
 	consume_skb(skb);
 	return 0;
 drop:
@@ -675,8 +661,8 @@ static int netblk_host_bind_dev(struct socket *sock, struct net *net, const char
 	return err;
 }
 
-int netblk_host_socket_open(struct netblk_attachment *att, struct net *net,
-			    struct netlink_ext_ack *extack)
+static int netblk_host_udp_open(struct netblk_attachment *att, struct net *net,
+				netblk_host_rx_fn rx, struct netlink_ext_ack *extack)
 {
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	struct sockaddr_in peer = {
@@ -720,6 +706,7 @@ int netblk_host_socket_open(struct netblk_attachment *att, struct net *net,
 	release_sock(sk);
 
 	att->sock = sock;
+	att->rx = rx;	/* before the answers can come: encap_rcv reads it after sk_user_data */
 	rcu_assign_sk_user_data(sk, att);
 	WRITE_ONCE(udp_sk(sk)->encap_type, 1);
 	WRITE_ONCE(udp_sk(sk)->encap_rcv, netblk_host_encap_rcv);
@@ -732,7 +719,7 @@ fail:
 }
 
 /* No answer reaches the attachment once this returns. */
-void netblk_host_socket_stop_rx(struct netblk_attachment *att)
+static void netblk_host_udp_stop_rx(struct netblk_attachment *att)
 {
 	if (!att->sock)
 		return;
@@ -741,7 +728,7 @@ void netblk_host_socket_stop_rx(struct netblk_attachment *att)
 }
 
 /* After stop_rx and the timer: nothing kicks tx_work any more. */
-void netblk_host_socket_close(struct netblk_attachment *att)
+static void netblk_host_udp_close(struct netblk_attachment *att)
 {
 	cancel_work_sync(&att->tx_work);
 	mutex_lock(&att->tx_mutex);	/* a queue_rq still sending */
@@ -754,14 +741,56 @@ void netblk_host_socket_close(struct netblk_attachment *att)
 	mutex_unlock(&att->tx_mutex);
 }
 
-int netblk_host_transport_init(void)
+/* The ring of datagrams recorded, the sender's batch; the sender itself. */
+static int netblk_host_udp_create(struct netblk_attachment *att)
+{
+	INIT_WORK(&att->tx_work, netblk_host_tx_work);
+	mutex_init(&att->tx_mutex);
+	att->pending = kvcalloc(NETBLK_HOST_PENDING, sizeof(*att->pending), GFP_KERNEL);
+	if (!att->pending)
+		return -ENOMEM;
+	att->tx = kvzalloc(sizeof(*att->tx), GFP_KERNEL);
+	if (!att->tx) {
+		kvfree(att->pending);
+		att->pending = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* After close and drop, or instead of open: nothing is recorded or sent. */
+static void netblk_host_udp_destroy(struct netblk_attachment *att)
+{
+	page_frag_cache_drain(&att->frags);
+	kvfree(att->tx);
+	att->tx = NULL;
+	kvfree(att->pending);
+	att->pending = NULL;
+}
+
+const struct netblk_host_transport_ops netblk_host_udp_ops = {
+	.create = netblk_host_udp_create,
+	.destroy = netblk_host_udp_destroy,
+	.open = netblk_host_udp_open,
+	.stop_rx = netblk_host_udp_stop_rx,
+	.close = netblk_host_udp_close,
+	.record = netblk_host_udp_record,
+	.recorded = netblk_host_udp_recorded,
+	.purge = netblk_host_udp_purge,
+	.drop = netblk_host_udp_drop,
+	.flush = netblk_host_udp_flush,
+	.kick = netblk_host_udp_kick,
+	.read = netblk_host_udp_read,
+};
+
+int netblk_host_udp_init(void)
 {
 	/* it sends the datagrams of writes that free memory: it must run under pressure */
 	netblk_host_wq = alloc_workqueue("netblk_host", WQ_MEM_RECLAIM | WQ_HIGHPRI, 0);
 	return netblk_host_wq ? 0 : -ENOMEM;
 }
 
-void netblk_host_transport_exit(void)
+void netblk_host_udp_exit(void)
 {
 	destroy_workqueue(netblk_host_wq);
 }

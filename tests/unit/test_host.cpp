@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The block-device client's core through its C face (host_api.h), as the
- * kernel shim drives it: a fake attachment records what would be sent and
+ * kernel side drives it: a fake attachment records what would be sent and
  * what completes, and the tests answer as an instance would -- a session
  * opened, INFO, requests split into datagrams, silence and a restart.
  */
@@ -28,10 +28,8 @@ struct netblk_attachment {
 	std::vector<netblk_host_change_reason> changed;
 };
 
-extern "C" {
-
-void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *bytes, uint32_t tag,
-			   uint32_t at, uint32_t len)
+static void fake_send(struct netblk_attachment *att, const uint8_t *bytes, uint32_t tag,
+		      uint32_t at, uint32_t len)
 {
 	sent s;
 
@@ -42,29 +40,35 @@ void netblk_host_shim_send(struct netblk_attachment *att, const uint8_t *bytes, 
 	att->sends.push_back(s);
 }
 
-void netblk_host_shim_read(struct netblk_attachment *att, uint32_t tag, uint32_t at, void *frame,
-			   uint32_t len)
+static void fake_read(struct netblk_attachment *att, uint32_t tag, uint32_t at, void *frame,
+		      uint32_t len)
 {
 	if (tag == 0 && at + len <= att->read_into.size())
 		memcpy(att->read_into.data() + at, frame, len);
 }
 
-void netblk_host_shim_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
+static void fake_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
 {
 	att->done.push_back({tag, status});
 }
 
-void netblk_host_shim_resized(struct netblk_attachment *att, uint64_t size_bytes)
+static void fake_resized(struct netblk_attachment *att, uint64_t size_bytes)
 {
 	att->resized.push_back(size_bytes);
 }
 
-void netblk_host_shim_changed(struct netblk_attachment *att, enum netblk_host_change_reason reason)
+static void fake_changed(struct netblk_attachment *att, enum netblk_host_change_reason reason)
 {
 	att->changed.push_back(reason);
 }
 
-} /* extern "C" */
+static const netblk_host_core_ops fake_ops = {
+	.send = fake_send,
+	.read = fake_read,
+	.complete = fake_complete,
+	.resized = fake_resized,
+	.changed = fake_changed,
+};
 
 namespace {
 
@@ -90,7 +94,8 @@ protected:
 		cfg.datagrams = depth * 64 + 1;
 		cfg.deadline_ns = deadline_ns;
 		cfg.seed = 7;
-		cfg.shim = &att;
+		cfg.ops = &fake_ops;
+		cfg.att = &att;
 		auth = {};
 		if (key) {
 			cfg.keyed = 1;
@@ -176,7 +181,7 @@ protected:
 			memcpy(bytes.data() + header_size, data, len);
 		if (tag_answers)
 			seal(auth, bytes.data(), nullptr, 0);
-		/* the shim hands the data's first byte as the frame to read from */
+		/* the kernel side hands the data's first byte as the frame to read from */
 		netblk_host_core_receive(core, bytes.data(), (uint32_t)bytes.size(),
 					 (uint32_t)bytes.size(), bytes.data() + header_size, now);
 	}
@@ -196,7 +201,7 @@ protected:
 		const header info_req = att.sends[2].h;
 		ASSERT_EQ(info_req.op, op_info);
 		EXPECT_EQ(info_req.session, session_id);
-		/* HELLOs are no request's: the shim must not drop them with request 0's datagrams */
+		/* HELLOs are no request's: the kernel side must not drop them with request 0's datagrams */
 		EXPECT_EQ(att.sends[0].tag, NETBLK_HOST_NO_TAG);
 		EXPECT_EQ(att.sends[1].tag, NETBLK_HOST_NO_TAG);
 		EXPECT_EQ(att.sends[2].tag, info_tag);
