@@ -75,7 +75,8 @@ TEST(FormatInstance, StartAndListLinesSayWhatIsServedAndHow)
 		  "  service time us (arrival to reply): n/a\n"
 		  "  data in place 0 B, copied 0 B, frames in 0, out 0\n"
 		  "  batches: 0 to the disk, 0 transmits to the NIC; WRITE answers folded 0,"
-		  " READs gathered 0\n") << "list text";
+		  " READs gathered 0\n"
+		  "  more: fua writes 0\n") << "list text";
 	netblk_instance l = example();
 	l.latency = sparse_of(*small_histogram());
 	l.stats[NETBLK_S_BYTES_ZEROCOPY] = 747 * MiB;
@@ -93,7 +94,8 @@ TEST(FormatInstance, StartAndListLinesSayWhatIsServedAndHow)
 		  " 225757.1, max 225757.1\n"
 		  "  data in place 747 MiB, copied 0 B, frames in 1246965, out 1246965\n"
 		  "  batches: 40000 to the disk, 50000 transmits to the NIC; WRITE answers"
-		  " folded 480000, READs gathered 9000\n"))
+		  " folded 480000, READs gathered 9000\n"
+		  "  more: fua writes 0\n"))
 			<< "list text with latency and zero-copy lines";
 	l.latency = {};
 	l.latency.present = true;
@@ -175,11 +177,11 @@ TEST(FormatInstanceJson, HoldsEveryFieldAndParses)
 		"\"stats\": {\"requests\": 1246965, \"bad\": 0,")) << "json head";
 	EXPECT_TRUE(contains(j, "\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
 		"\"refused_eoverflow\": 0, \"refused_eusers\": 0, \"refused_ealready\": 0, "
-		"\"refused_eexist\": 0, \"served_again\": 0, "
+		"\"refused_eexist\": 0, "
 		"\"not_allowed\": null}, \"latency\": null},\n  {")) << "json separator";
 	EXPECT_TRUE(ends_with(j, "\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
 		"\"refused_eoverflow\": 0, \"refused_eusers\": 0, \"refused_ealready\": 0, "
-		"\"refused_eexist\": 0, \"served_again\": 0, "
+		"\"refused_eexist\": 0, "
 		"\"not_allowed\": null}, \"latency\": null}\n]\n")) << "json tail";
 	EXPECT_TRUE(contains(j, "\"duplicates\": 17, ")) << "json duplicates";
 	EXPECT_TRUE(valid_json(j)) << "json list parses";
@@ -244,6 +246,7 @@ TEST(FormatAttached, AttachAndListLinesAndJson)
 		  "  resized 0 times, requests failed at once 0\n"
 		  "  write data sent in place 4.1 MiB, copied 0 B; read data copied 0 B;"
 		  " send errors 0, dropped 0; datagrams sent batched 3900\n"
+		  "  more: completed 0, failed 0, header pages 0\n"
 		  "  service time us (queued to answered): n/a\n") << "attached list text";
 	a.read_only = true;
 	a.timeout_ms = 5000;
