@@ -301,6 +301,7 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 		 * DMA from; a multi-buffer frame's is copied (docs/jumbo.md).
 		 */
 		s.copy = layout.frags || (((uintptr_t)s.payload | h.length) & dma_align_mask_) != 0;
+		add_once(c.writes_misaligned, s.copy && !layout.frags);
 	}
 	requests_.push(index);
 	add_once(c.queued, 1);

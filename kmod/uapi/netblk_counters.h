@@ -124,6 +124,11 @@
 	X(BYTES_COPIED, bytes_copied, 21, worker, bytes,			\
 	  "netblk_copied_bytes_total",						\
 	  "Data bytes the CPU had to copy (a fallback path).")			\
+	X(WRITES_MISALIGNED, writes_misaligned, 72, rx, count,		\
+	  "netblk_writes_misaligned_total",					\
+	  "WRITEs whose data the NIC put where the disk cannot DMA from (the "	\
+	  "device's dma alignment): copied by the CPU (in bytes_copied). A "	\
+	  "steady count is a client's or a NIC's layout costing a copy each.")	\
 	X(DISK_BATCHES, disk_batches, 22, worker, count,			\
 	  "netblk_disk_batches_total",						\
 	  "Worker rounds that submitted bios under one plug.")			\
@@ -231,7 +236,7 @@
 	X(EEXIST, eexist, 70, "A number used for another request.")
 
 /* One past the highest NETBLK_S_ attribute: a new counter takes it. */
-#define NETBLK_S_NEXT 72
+#define NETBLK_S_NEXT 73
 
 /* An attached device's counters (nested in NETBLK_A_HOST_STATS, each a u64). */
 #define NETBLK_HOST_STATS(X)							\
