@@ -64,86 +64,23 @@ static const struct genl_multicast_group netblk_mcgrps[] = {
 
 /* ---- messages ---- */
 
-/* Each counter of struct netblk_stats and its attribute in NETBLK_A_STATS. */
+/*
+ * Each counter of struct netblk_stats and its attribute in NETBLK_A_STATS:
+ * netblk_counters.h's lists.
+ */
+#define NETBLK_STAT_ROW(NAME, name, ...) \
+	{ NETBLK_S_##NAME, offsetof(struct netblk_stats, name) },
+#define NETBLK_DROP_ROW(NAME, ...) \
+	{ NETBLK_S_DROP_##NAME, offsetof(struct netblk_stats, dropped[NETBLK_DROP_##NAME]) },
+#define NETBLK_REFUSAL_ROW(NAME, ...) \
+	{ NETBLK_S_REFUSED_##NAME, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_##NAME]) },
 static const struct {
 	u16 attr;
 	u16 offset;
 } netblk_stat_fields[] = {
-	{ NETBLK_S_REQUESTS, offsetof(struct netblk_stats, requests) },
-	{ NETBLK_S_BAD, offsetof(struct netblk_stats, bad) },
-	{ NETBLK_S_REFUSED, offsetof(struct netblk_stats, refused) },
-	{ NETBLK_S_BUSY, offsetof(struct netblk_stats, busy) },
-	{ NETBLK_S_INFLIGHT_QUEUED, offsetof(struct netblk_stats, inflight_queued) },
-	{ NETBLK_S_INFLIGHT_DISK, offsetof(struct netblk_stats, inflight_disk) },
-	{ NETBLK_S_INFLIGHT_DONE, offsetof(struct netblk_stats, inflight_done) },
-	{ NETBLK_S_READS, offsetof(struct netblk_stats, reads) },
-	{ NETBLK_S_READ_BYTES, offsetof(struct netblk_stats, read_bytes) },
-	{ NETBLK_S_WRITES, offsetof(struct netblk_stats, writes) },
-	{ NETBLK_S_WRITE_BYTES, offsetof(struct netblk_stats, write_bytes) },
-	{ NETBLK_S_FLUSHES, offsetof(struct netblk_stats, flushes) },
-	{ NETBLK_S_FUA_WRITES, offsetof(struct netblk_stats, fua_writes) },
-	{ NETBLK_S_IO_ERRORS, offsetof(struct netblk_stats, io_errors) },
-	{ NETBLK_S_DISK_BUSY, offsetof(struct netblk_stats, disk_busy) },
-	{ NETBLK_S_REPLIES_DROPPED, offsetof(struct netblk_stats, replies_dropped) },
-	{ NETBLK_S_WORKER_SLEEPS, offsetof(struct netblk_stats, worker_sleeps) },
-	{ NETBLK_S_FRAMES_RX, offsetof(struct netblk_stats, frames_rx) },
-	{ NETBLK_S_FRAMES_TX, offsetof(struct netblk_stats, frames_tx) },
-	{ NETBLK_S_BYTES_ZEROCOPY, offsetof(struct netblk_stats, bytes_zerocopy) },
-	{ NETBLK_S_BYTES_COPIED, offsetof(struct netblk_stats, bytes_copied) },
-	{ NETBLK_S_DISK_BATCHES, offsetof(struct netblk_stats, disk_batches) },
-	{ NETBLK_S_TX_BATCHES, offsetof(struct netblk_stats, tx_batches) },
-	{ NETBLK_S_ANSWERS_FOLDED, offsetof(struct netblk_stats, answers_folded) },
-	{ NETBLK_S_READS_GATHERED, offsetof(struct netblk_stats, reads_gathered) },
-	{ NETBLK_S_DROP_MALFORMED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MALFORMED]) },
-	{ NETBLK_S_DROP_FRAGMENT, offsetof(struct netblk_stats, dropped[NETBLK_DROP_FRAGMENT]) },
-	{ NETBLK_S_DROP_MULTIBUFFER, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MULTIBUFFER]) },
-	{ NETBLK_S_DROP_MISADDRESSED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MISADDRESSED]) },
-	{ NETBLK_S_DROP_VLAN, offsetof(struct netblk_stats, dropped[NETBLK_DROP_VLAN]) },
-	{ NETBLK_S_DROP_SOURCE, offsetof(struct netblk_stats, dropped[NETBLK_DROP_SOURCE]) },
-	{ NETBLK_S_DROP_CHECKSUM, offsetof(struct netblk_stats, dropped[NETBLK_DROP_CHECKSUM]) },
-	{ NETBLK_S_DROP_NOT_REQUEST, offsetof(struct netblk_stats, dropped[NETBLK_DROP_NOT_REQUEST]) },
-	{ NETBLK_S_DISK_BLOCKING, offsetof(struct netblk_stats, disk_blocking) },
-	{ NETBLK_S_DISK_GAVE_UP, offsetof(struct netblk_stats, disk_gave_up) },
-	{ NETBLK_S_NO_BUFFER, offsetof(struct netblk_stats, no_buffer) },
-	{ NETBLK_S_REPLIES_OVERSIZED, offsetof(struct netblk_stats, replies_oversized) },
-	{ NETBLK_S_TX_DEFERRED, offsetof(struct netblk_stats, tx_deferred) },
-	{ NETBLK_S_TX_ERRORS, offsetof(struct netblk_stats, tx_errors) },
-	{ NETBLK_S_TRIMS, offsetof(struct netblk_stats, trims) },
-	{ NETBLK_S_TRIM_BYTES, offsetof(struct netblk_stats, trim_bytes) },
-	{ NETBLK_S_WRITE_ZEROES, offsetof(struct netblk_stats, write_zeroes) },
-	{ NETBLK_S_WRITE_ZEROES_BYTES, offsetof(struct netblk_stats, write_zeroes_bytes) },
-	{ NETBLK_S_SESSIONS_OPEN, offsetof(struct netblk_stats, sessions_open) },
-	{ NETBLK_S_SESSIONS_OPENED, offsetof(struct netblk_stats, sessions_opened) },
-	{ NETBLK_S_SESSIONS_EVICTED, offsetof(struct netblk_stats, sessions_evicted) },
-	{ NETBLK_S_SESSIONS_REFUSED, offsetof(struct netblk_stats, sessions_refused) },
-	{ NETBLK_S_HELLO_COOKIES, offsetof(struct netblk_stats, hello_cookies) },
-	{ NETBLK_S_NOT_CONNECTED, offsetof(struct netblk_stats, not_connected) },
-	{ NETBLK_S_AUTH_FAILED, offsetof(struct netblk_stats, auth_failed) },
-	{ NETBLK_S_OLD_VERSION, offsetof(struct netblk_stats, old_version) },
-	{ NETBLK_S_DUPLICATES, offsetof(struct netblk_stats, duplicates) },
-	{ NETBLK_S_DUPLICATES_IN_FLIGHT, offsetof(struct netblk_stats, duplicates_in_flight) },
-	{ NETBLK_S_STALE, offsetof(struct netblk_stats, stale) },
-	{ NETBLK_S_TOO_FAR, offsetof(struct netblk_stats, too_far) },
-	{ NETBLK_S_REFUSED_EAGAIN, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EAGAIN]) },
-	{ NETBLK_S_REFUSED_EINVAL, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EINVAL]) },
-	{ NETBLK_S_REFUSED_EROFS, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EROFS]) },
-	{ NETBLK_S_REFUSED_ERANGE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ERANGE]) },
-	{ NETBLK_S_REFUSED_EMSGSIZE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EMSGSIZE]) },
-	{ NETBLK_S_REFUSED_EOPNOTSUPP,
-	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EOPNOTSUPP]) },
-	{ NETBLK_S_REFUSED_ENOTCONN, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ENOTCONN]) },
-	{ NETBLK_S_REFUSED_EKEYREJECTED,
-	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EKEYREJECTED]) },
-	{ NETBLK_S_REFUSED_EPROTONOSUPPORT,
-	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EPROTONOSUPPORT]) },
-	{ NETBLK_S_REFUSED_ESTALE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ESTALE]) },
-	{ NETBLK_S_REFUSED_EOVERFLOW,
-	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EOVERFLOW]) },
-	{ NETBLK_S_REFUSED_EUSERS, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EUSERS]) },
-	{ NETBLK_S_REFUSED_EALREADY,
-	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EALREADY]) },
-	{ NETBLK_S_REFUSED_EEXIST, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EEXIST]) },
-	{ NETBLK_S_SERVED_AGAIN, offsetof(struct netblk_stats, served_again) },
+	NETBLK_STATS(NETBLK_STAT_ROW)
+	NETBLK_DROPS(NETBLK_DROP_ROW)
+	NETBLK_REFUSALS(NETBLK_REFUSAL_ROW)
 };
 
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
@@ -767,50 +704,20 @@ static int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb)
 
 /* ---- the block-device client: ATTACH, DETACH, ATTACHED ---- */
 
-/* Each counter of an attachment and its attribute in NETBLK_A_HOST_STATS. */
-#define NETBLK_HS_CORE(attr, field) { attr, 0, offsetof(struct netblk_host_stats, field) }
-#define NETBLK_HS_SHIM(attr, field) { attr, 1, offsetof(struct netblk_host_shim_stats, field) }
+/*
+ * Each counter of an attachment and its attribute in NETBLK_A_HOST_STATS:
+ * netblk_counters.h's NETBLK_HOST_STATS, in the core's struct or the shim's.
+ */
+#define NETBLK_HS_ROW_queue(NAME, name) { NETBLK_HS_##NAME, 0, offsetof(struct netblk_host_stats, name) },
+#define NETBLK_HS_ROW_core(NAME, name) { NETBLK_HS_##NAME, 0, offsetof(struct netblk_host_stats, name) },
+#define NETBLK_HS_ROW_shim(NAME, name) { NETBLK_HS_##NAME, 1, offsetof(struct netblk_host_shim_stats, name) },
+#define NETBLK_HS_ROW(NAME, name, nr, where, ...) NETBLK_HS_ROW_##where(NAME, name)
 static const struct {
 	u16 attr;
 	u16 shim;	/* in struct netblk_host_shim_stats, not the core's */
 	u16 offset;
 } netblk_host_stat_fields[] = {
-	NETBLK_HS_SHIM(NETBLK_HS_REQUESTS, requests),
-	NETBLK_HS_SHIM(NETBLK_HS_ERRORS, errors),
-	NETBLK_HS_CORE(NETBLK_HS_SENDS, sends),
-	NETBLK_HS_CORE(NETBLK_HS_TIMEOUTS, timeouts),
-	NETBLK_HS_CORE(NETBLK_HS_FAST_RESENDS, fast_resends),
-	NETBLK_HS_CORE(NETBLK_HS_BUSY, busy),
-	NETBLK_HS_CORE(NETBLK_HS_STRAY, stray),
-	NETBLK_HS_CORE(NETBLK_HS_DUPLICATES, duplicates),
-	NETBLK_HS_CORE(NETBLK_HS_SESSIONS_OPENED, sessions_opened),
-	NETBLK_HS_CORE(NETBLK_HS_RENUMBERED, renumbered),
-	NETBLK_HS_CORE(NETBLK_HS_REFUSED, refused),
-	NETBLK_HS_CORE(NETBLK_HS_COMPLETED, completed),
-	NETBLK_HS_CORE(NETBLK_HS_FAILED, failed),
-	NETBLK_HS_CORE(NETBLK_HS_WINDOW, window),
-	NETBLK_HS_CORE(NETBLK_HS_WINDOW_DECREASES, window_decreases),
-	NETBLK_HS_CORE(NETBLK_HS_SRTT_NS, srtt_ns),
-	NETBLK_HS_CORE(NETBLK_HS_RTO_NS, rto_ns),
-	NETBLK_HS_CORE(NETBLK_HS_OUTSTANDING, outstanding),
-	NETBLK_HS_CORE(NETBLK_HS_QUEUED, queued),
-	NETBLK_HS_SHIM(NETBLK_HS_BYTES_IN_PLACE, bytes_in_place),
-	NETBLK_HS_SHIM(NETBLK_HS_BYTES_COPIED, bytes_copied),
-	NETBLK_HS_SHIM(NETBLK_HS_READ_BYTES_COPIED, read_bytes_copied),
-	NETBLK_HS_SHIM(NETBLK_HS_TX_ERRORS, tx_errors),
-	NETBLK_HS_SHIM(NETBLK_HS_TX_DROPPED, tx_dropped),
-	NETBLK_HS_SHIM(NETBLK_HS_RX_DATAGRAMS, rx_datagrams),
-	NETBLK_HS_CORE(NETBLK_HS_UNREACHABLE, unreachable),
-	NETBLK_HS_CORE(NETBLK_HS_OUTAGES, outages),
-	NETBLK_HS_CORE(NETBLK_HS_FAILED_FAST, failed_fast),
-	NETBLK_HS_CORE(NETBLK_HS_CHANGED, changed),
-	NETBLK_HS_CORE(NETBLK_HS_RESIZES, resizes),
-	NETBLK_HS_CORE(NETBLK_HS_SPURIOUS, spurious),
-	NETBLK_HS_SHIM(NETBLK_HS_TX_BATCHED, tx_batched),
-	NETBLK_HS_CORE(NETBLK_HS_FOLDED, folded),
-	NETBLK_HS_CORE(NETBLK_HS_FAST_SPURIOUS, fast_spurious),
-	NETBLK_HS_CORE(NETBLK_HS_REORDERING, reordering),
-	NETBLK_HS_SHIM(NETBLK_HS_HEADER_PAGES, header_pages),
+	NETBLK_HOST_STATS(NETBLK_HS_ROW)
 };
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)

@@ -17,6 +17,8 @@ extern "C" {
 #include <linux/types.h>
 #endif
 
+#include "netblk_counters.h"
+
 #define NETBLK_SLOTS 256	/* requests an instance holds at once */
 #define NETBLK_SESSIONS_DEFAULT 1024	/* protocol v2 sessions an instance holds */
 #define NETBLK_PER_SOURCE_DEFAULT 16	/* of those, one IPv4 address holds at most */
@@ -27,42 +29,29 @@ extern "C" {
 struct netblk_core;
 struct netblk_instance;		/* the shim's; passed back to shim functions */
 
-/* Why a frame is dropped unanswered: nb::drop_reason (protocol.h), for C. */
+/*
+ * Why a frame is dropped unanswered: nb::drop_reason (protocol.h), for C;
+ * netblk_counters.h's NETBLK_DROPS, in its order.
+ */
+#define NETBLK_DROP_ENUM(NAME, ...) NETBLK_DROP_##NAME,
 enum netblk_drop_reason {
-	NETBLK_DROP_MALFORMED,
-	NETBLK_DROP_FRAGMENT,
-	NETBLK_DROP_MULTIBUFFER,
-	NETBLK_DROP_MISADDRESSED,
-	NETBLK_DROP_VLAN,
-	NETBLK_DROP_SOURCE,
-	NETBLK_DROP_CHECKSUM,
-	NETBLK_DROP_NOT_REQUEST,
+	NETBLK_DROPS(NETBLK_DROP_ENUM)
 	NETBLK_DROP_REASONS,
 };
+#undef NETBLK_DROP_ENUM
 
 /*
  * The status a request was refused with: on the spot, in the receive path,
  * or by the worker, without the disk (the session's replay window, a full
- * session table); netblk_genl.h NETBLK_S_REFUSED_*.  `refused` is their
- * sum.
+ * session table); netblk_counters.h's NETBLK_REFUSALS, in its order.
+ * `refused` is their sum.
  */
+#define NETBLK_REFUSAL_ENUM(NAME, ...) NETBLK_REFUSED_##NAME,
 enum netblk_refusal {
-	NETBLK_REFUSED_EAGAIN,		/* no free slot */
-	NETBLK_REFUSED_EINVAL,		/* a malformed or misaligned request */
-	NETBLK_REFUSED_EROFS,		/* a change to a read-only instance */
-	NETBLK_REFUSED_ERANGE,		/* beyond the device's end */
-	NETBLK_REFUSED_EMSGSIZE,	/* more than a request may carry or ask */
-	NETBLK_REFUSED_EOPNOTSUPP,	/* an op the device or the instance does not do */
-	NETBLK_REFUSED_ENOTCONN,	/* no such session */
-	NETBLK_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
-	NETBLK_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
-	NETBLK_REFUSED_ESTALE,		/* a number below the session's replay window */
-	NETBLK_REFUSED_EOVERFLOW,	/* a number too far above it */
-	NETBLK_REFUSED_EUSERS,		/* HELLO: no room for another session */
-	NETBLK_REFUSED_EALREADY,	/* a READ or INFO served as often as one is */
-	NETBLK_REFUSED_EEXIST,		/* a number used for another request */
+	NETBLK_REFUSALS(NETBLK_REFUSAL_ENUM)
 	NETBLK_REFUSALS,
 };
+#undef NETBLK_REFUSAL_ENUM
 
 struct netblk_core_config {
 	uint64_t size_bytes;
@@ -103,60 +92,18 @@ struct netblk_core_config {
 	struct netblk_instance *shim;
 };
 
-/* A consistent-enough copy of an instance's counters (netblk_genl.h NETBLK_S_*). */
+/*
+ * A consistent-enough copy of an instance's counters: a field for each of
+ * netblk_counters.h's NETBLK_STATS (the attribute NETBLK_S_<NAME>), and
+ * the arrays by reason and by status.
+ */
+#define NETBLK_STATS_FIELD(NAME, name, ...) uint64_t name;
 struct netblk_stats {
-	uint64_t requests;
-	uint64_t bad;		/* the sum of dropped[] */
-	uint64_t dropped[NETBLK_DROP_REASONS];	/* enum netblk_drop_reason */
-	uint64_t refused;	/* the sum of refused_by[] */
-	uint64_t refused_by[NETBLK_REFUSALS];	/* enum netblk_refusal */
-	uint64_t busy;
-	uint64_t inflight_queued;
-	uint64_t inflight_disk;
-	uint64_t inflight_done;
-	uint64_t reads;
-	uint64_t read_bytes;
-	uint64_t writes;
-	uint64_t write_bytes;
-	uint64_t flushes;
-	uint64_t fua_writes;
-	uint64_t trims;
-	uint64_t trim_bytes;
-	uint64_t write_zeroes;
-	uint64_t write_zeroes_bytes;
-	/* protocol v2 sessions (core/session.h) */
-	uint64_t sessions_open;		/* a gauge */
-	uint64_t sessions_opened;
-	uint64_t sessions_evicted;
-	uint64_t sessions_refused;	/* HELLO answered EUSERS: the table is full of active ones */
-	uint64_t hello_cookies;		/* HELLOs answered with a cookie */
-	uint64_t not_connected;		/* answered ENOTCONN: no such session */
-	uint64_t auth_failed;		/* answered EKEYREJECTED: no valid tag */
-	uint64_t old_version;		/* answered EPROTONOSUPPORT: not version 2 */
-	uint64_t duplicates;		/* answered as the original was, not executed again */
-	uint64_t duplicates_in_flight;	/* dropped: the original is at the disk */
-	uint64_t stale;			/* refused ESTALE: older than the replay window */
-	uint64_t too_far;		/* refused EOVERFLOW: beyond the replay window */
-	uint64_t served_again;		/* resends of READs and INFOs served again */
-	uint64_t io_errors;		/* answered EIO: the disk failed */
-	uint64_t disk_busy;
-	uint64_t disk_blocking;
-	uint64_t disk_gave_up;
-	uint64_t no_buffer;
-	uint64_t replies_dropped;
-	uint64_t replies_oversized;
-	uint64_t tx_deferred;
-	uint64_t tx_errors;
-	uint64_t worker_sleeps;
-	uint64_t frames_rx;
-	uint64_t frames_tx;
-	uint64_t bytes_zerocopy;
-	uint64_t bytes_copied;
-	uint64_t disk_batches;
-	uint64_t tx_batches;
-	uint64_t answers_folded;
-	uint64_t reads_gathered;	/* READs of several datagrams read in one disk I/O */
+	NETBLK_STATS(NETBLK_STATS_FIELD)
+	uint64_t dropped[NETBLK_DROP_REASONS];	/* enum netblk_drop_reason; bad is their sum */
+	uint64_t refused_by[NETBLK_REFUSALS];	/* enum netblk_refusal; refused is their sum */
 };
+#undef NETBLK_STATS_FIELD
 
 /* What an instance still holds: all zero once it has drained. */
 struct netblk_held {

@@ -301,6 +301,7 @@ netblk_rx_verdict engine::queue_one(rx_counters &c, void *frame, u8 *data, u32 *
 		 * DMA from; a multi-buffer frame's is copied (docs/jumbo.md).
 		 */
 		s.copy = layout.frags || (((uintptr_t)s.payload | h.length) & dma_align_mask_) != 0;
+		add_once(c.writes_misaligned, s.copy && !layout.frags);
 	}
 	requests_.push(index);
 	add_once(c.queued, 1);
@@ -1231,31 +1232,41 @@ void engine::held(netblk_held *held) const
 	held->frames = kept - read_once(worker_.frames_released);
 }
 
+/*
+ * What read_stats() reads of each writer's counters (netblk_counters.h's
+ * where): the per-CPU copies summed, the worker's added.
+ */
+#define NB_READ_RX_rx(name) s->name += read_once(r.name);
+#define NB_READ_RX_rx_worker(name) s->name += read_once(r.name);
+#define NB_READ_RX_worker(name)
+#define NB_READ_RX_computed(name)
+#define NB_READ_RX(NAME, name, nr, where, ...) NB_READ_RX_##where(name)
+#define NB_READ_WORKER_rx(name)
+#define NB_READ_WORKER_rx_worker(name) s->name += read_once(w.name);
+#define NB_READ_WORKER_worker(name) s->name += read_once(w.name);
+#define NB_READ_WORKER_computed(name)
+#define NB_READ_WORKER(NAME, name, nr, where, ...) NB_READ_WORKER_##where(name)
+
 void engine::read_stats(netblk_stats *s) const
 {
-	u64 queued = 0, rx_tx = 0, rx_dropped = 0;
+	u64 queued = 0;
 
 	*s = {};
 	for (u32 cpu = 0; cpu < nr_cpus_; cpu++) {
 		const rx_counters &r = rx_[cpu];
 
-		s->frames_rx += read_once(r.frames_rx);
-		s->requests += read_once(r.requests);
+		NETBLK_STATS(NB_READ_RX)
 		for (u32 i = 0; i < drop_reasons; i++)
 			s->dropped[i] += read_once(r.dropped[i]);
 		for (u32 i = 0; i < refusals; i++)
 			s->refused_by[i] += read_once(r.refused_by[i]);
-		s->busy += read_once(r.busy);
-		s->hello_cookies += read_once(r.hello_cookies);
-		s->not_connected += read_once(r.not_connected);
-		s->auth_failed += read_once(r.auth_failed);
-		s->old_version += read_once(r.old_version);
 		queued += read_once(r.queued);
-		rx_tx += read_once(r.frames_tx);
-		rx_dropped += read_once(r.replies_dropped);
 	}
 	const worker_counters &w = worker_;
 
+	NETBLK_STATS(NB_READ_WORKER)
+
+	/* the computed ones */
 	for (u32 i = 0; i < refusals; i++)
 		s->refused_by[i] += read_once(w.refused_by[i]);
 	for (u32 i = 0; i < drop_reasons; i++)
@@ -1266,7 +1277,7 @@ void engine::read_stats(netblk_stats *s) const
 	u64 submitted = read_once(w.submitted);
 	u64 reaped = read_once(w.reaped);
 	u64 replied = read_once(w.replied);
-	u64 busy = read_once(w.disk_busy);
+	u64 busy = s->disk_busy;
 
 	/*
 	 * A slot the disk said "again" to was reaped and waits to be submitted
@@ -1278,34 +1289,6 @@ void engine::read_stats(netblk_stats *s) const
 	s->inflight_disk = submitted > reaped ? submitted - reaped : 0;
 	reaped -= min(reaped, busy);
 	s->inflight_done = reaped > replied ? reaped - replied : 0;
-	s->reads = read_once(w.reads);
-	s->read_bytes = read_once(w.read_bytes);
-	s->writes = read_once(w.writes);
-	s->write_bytes = read_once(w.write_bytes);
-	s->flushes = read_once(w.flushes);
-	s->fua_writes = read_once(w.fua_writes);
-	s->trims = read_once(w.trims);
-	s->trim_bytes = read_once(w.trim_bytes);
-	s->write_zeroes = read_once(w.write_zeroes);
-	s->write_zeroes_bytes = read_once(w.write_zeroes_bytes);
-	s->io_errors = read_once(w.io_errors);
-	s->disk_busy = busy;
-	s->disk_blocking = read_once(w.disk_blocking);
-	s->disk_gave_up = read_once(w.disk_gave_up);
-	s->no_buffer = read_once(w.no_buffer);
-	s->replies_dropped = read_once(w.replies_dropped) + rx_dropped;
-	s->replies_oversized = read_once(w.replies_oversized);
-	s->tx_deferred = read_once(w.tx_deferred);
-	s->tx_errors = read_once(w.tx_errors);
-	s->worker_sleeps = read_once(w.worker_sleeps);
-	s->frames_tx = read_once(w.frames_tx) + rx_tx;
-	s->bytes_zerocopy = read_once(w.bytes_zerocopy);
-	s->bytes_copied = read_once(w.bytes_copied);
-	s->disk_batches = read_once(w.disk_batches);
-	s->tx_batches = read_once(w.tx_batches);
-	s->answers_folded = read_once(w.answers_folded);
-	s->reads_gathered = read_once(w.reads_gathered);
-	s->not_connected += read_once(w.not_connected);
 
 	const session_counters &sc = sessions_.counters();
 	s->sessions_opened = read_once(sc.opened);

@@ -79,34 +79,17 @@ struct netblk_host_info {
 	uint8_t fua;
 };
 
-/* An attachment's counters (netblk_genl.h NETBLK_A_* of an attachment). */
+/*
+ * An attachment's counters that the client core keeps: netblk_counters.h's
+ * NETBLK_HOST_STATS whose where is queue or core (the shim keeps the others,
+ * host/host.h).
+ */
+#define NETBLK_HOST_STATS_FIELD_queue(name) uint64_t name;
+#define NETBLK_HOST_STATS_FIELD_core(name) uint64_t name;
+#define NETBLK_HOST_STATS_FIELD_shim(name)
+#define NETBLK_HOST_STATS_FIELD(NAME, name, nr, where, ...) NETBLK_HOST_STATS_FIELD_##where(name)
 struct netblk_host_stats {
-	uint64_t sends;		/* datagrams sent, resends included */
-	uint64_t timeouts;	/* resends after silence */
-	uint64_t spurious;	/* of those, answered by the first send: no loss */
-	uint64_t fast_resends;	/* resends of overtaken datagrams */
-	uint64_t busy;		/* EAGAIN answers */
-	uint64_t stray;		/* answers to nothing outstanding, or not of this session */
-	uint64_t duplicates;	/* READ chunks had already */
-	uint64_t sessions_opened;
-	uint64_t renumbered;	/* datagrams sent again under a new number: a new session, EALREADY */
-	uint64_t refused;	/* HELLOs refused (EUSERS, EKEYREJECTED) */
-	uint64_t completed;	/* requests answered in full */
-	uint64_t failed;	/* requests failed: refused, deadline, cancelled */
-	uint64_t window;	/* datagrams that may be outstanding now */
-	uint64_t window_decreases;
-	uint64_t srtt_ns;
-	uint64_t rto_ns;
-	uint64_t outstanding;	/* datagrams sent and not answered */
-	uint64_t queued;	/* datagrams waiting for the window */
-	uint64_t unreachable;	/* 1: given up for gone (timeout=), I/O fails at once */
-	uint64_t outages;	/* times it was given up for gone */
-	uint64_t failed_fast;	/* requests failed at once meanwhile */
-	uint64_t changed;	/* enum netblk_host_change_reason: why it stopped (0: it did not) */
-	uint64_t resizes;	/* times a new session's INFO said the device grew */
-	uint64_t folded;	/* WRITEs answered by a bit of another's answer */
-	uint64_t fast_spurious;	/* fast resends answered by the first send: reordered, not lost */
-	uint64_t reordering;	/* later sends a first send's answer came after: the most learnt */
+	NETBLK_HOST_STATS(NETBLK_HOST_STATS_FIELD)
 };
 
 /* 0, or -EINVAL (a config no queue can have) or -ENOMEM.  Process context. */

@@ -68,6 +68,8 @@
 #include "rto.h"
 #include "types.h"
 
+#include "netblk_counters.h"
+
 namespace nb {
 
 struct host_queue_ops {
@@ -91,26 +93,17 @@ struct host_config {
 };
 
 /* The host queue's counters; its one caller writes them all. */
+/* The queue's counters: netblk_counters.h's NETBLK_HOST_STATS of where queue, and its own. */
+#define NB_HOST_QUEUE_FIELD_queue(name) u64 name;
+#define NB_HOST_QUEUE_FIELD_core(name)
+#define NB_HOST_QUEUE_FIELD_shim(name)
+#define NB_HOST_QUEUE_FIELD(NAME, name, nr, where, ...) NB_HOST_QUEUE_FIELD_##where(name)
 struct host_counters {
-	u64 sends;		/* datagrams sent, resends included */
-	u64 timeouts;		/* resends after silence */
-	/* of those, proved needless -- the first send answered: no loss */
-	u64 spurious;
-	u64 fast_resends;	/* resends of overtaken datagrams */
-	/* of those, proved needless -- the first send answered: reordered, not lost */
-	u64 fast_spurious;
-	/* the most later sends a first send's answer came after (learnt reordering) */
-	u64 reordering;
-	u64 busy;		/* EAGAIN answers */
+	NETBLK_HOST_STATS(NB_HOST_QUEUE_FIELD)
+	u64 sends;		/* datagrams sent, resends included (HELLOs are the session's) */
 	u64 stray;		/* answers to no datagram outstanding: late, or malformed */
-	u64 folded;		/* WRITEs answered by a bit of another's answer */
-	u64 duplicates;		/* READ chunks had already */
 	u64 reopened;		/* sessions opened again (ENOTCONN) */
-	/* datagrams sent again under a new number: in a session opened again, or after EALREADY */
-	u64 renumbered;
-	u64 completed;		/* requests answered in full */
-	u64 failed;		/* requests failed: refused, deadline, cancelled */
-	u64 expired;		/* of those, failed by the deadline */
+	u64 expired;		/* of the failed, failed by the deadline */
 };
 
 /* A datagram to send, as the owner builds it: header fields and where its data is. */

@@ -119,21 +119,15 @@ struct netblk_host_tx {
 };
 
 /*
- * The client's own counters (the kernel side's; the core's are
- * struct netblk_host_stats); the lock's holder writes them.
+ * The client's own counters, netblk_counters.h's NETBLK_HOST_STATS of where
+ * shim; the lock's holder writes them.
  */
+#define NETBLK_HOST_SHIM_FIELD_shim(name) u64 name;
+#define NETBLK_HOST_SHIM_FIELD_queue(name)
+#define NETBLK_HOST_SHIM_FIELD_core(name)
+#define NETBLK_HOST_SHIM_FIELD(NAME, name, nr, where, ...) NETBLK_HOST_SHIM_FIELD_##where(name)
 struct netblk_host_shim_stats {
-	u64 bytes_in_place;	/* WRITE data the skbs took from the request's own pages */
-	/* WRITE data copied: a page the network may not hold, a device without scatter-gather */
-	u64 bytes_copied;
-	u64 read_bytes_copied;	/* READ data copied from the answers into the request's pages */
-	u64 tx_errors;		/* sends the socket refused (the timer sends them again) */
-	u64 tx_dropped;		/* datagrams not sent: no room to record them */
-	u64 tx_batched;		/* datagrams sent in one UDP GSO send with others */
-	u64 header_pages;	/* pages the WRITE headers' frag cache took */
-	u64 rx_datagrams;
-	u64 requests;
-	u64 errors;		/* requests ended with an error */
+	NETBLK_HOST_STATS(NETBLK_HOST_SHIM_FIELD)
 };
 
 /*

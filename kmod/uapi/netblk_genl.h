@@ -61,6 +61,8 @@
 
 #include <linux/types.h>
 
+#include "netblk_counters.h"
+
 #define NETBLK_GENL_NAME		"netblk"
 #define NETBLK_GENL_VERSION		1
 #define NETBLK_GENL_MCGRP_EVENTS	"events"
@@ -219,86 +221,23 @@ enum netblk_stop_reason {
 };
 
 /*
- * Counters of one instance, nested in NETBLK_A_STATS, each a u64.  Values
- * are those of the C++ core's struct netblk_counters.
+ * Counters of one instance, nested in NETBLK_A_STATS, each a u64: the
+ * lists of netblk_counters.h say what each counts and fix its number.
  */
+#define NETBLK_S_ATTR(NAME, name, nr, ...) NETBLK_S_##NAME = nr,
+#define NETBLK_S_DROP_ATTR(NAME, name, nr, ...) NETBLK_S_DROP_##NAME = nr,
+#define NETBLK_S_REFUSED_ATTR(NAME, name, nr, ...) NETBLK_S_REFUSED_##NAME = nr,
 enum netblk_stat_attr {
 	NETBLK_S_UNSPEC,
-	NETBLK_S_REQUESTS,
-	NETBLK_S_BAD,
-	NETBLK_S_REFUSED,
-	NETBLK_S_BUSY,
-	NETBLK_S_INFLIGHT_QUEUED,
-	NETBLK_S_INFLIGHT_DISK,
-	NETBLK_S_INFLIGHT_DONE,
-	NETBLK_S_READS,
-	NETBLK_S_READ_BYTES,
-	NETBLK_S_WRITES,
-	NETBLK_S_WRITE_BYTES,
-	NETBLK_S_FLUSHES,
-	NETBLK_S_FUA_WRITES,
-	NETBLK_S_IO_ERRORS,
-	NETBLK_S_DISK_BUSY,
-	NETBLK_S_REPLIES_DROPPED,
-	NETBLK_S_WORKER_SLEEPS,
-	NETBLK_S_FRAMES_RX,
-	NETBLK_S_FRAMES_TX,
-	NETBLK_S_BYTES_ZEROCOPY,
-	NETBLK_S_BYTES_COPIED,
-	NETBLK_S_DISK_BATCHES,	/* plugs that sent bios: bios / this = a batch */
-	NETBLK_S_TX_BATCHES,	/* transmits of replies: frames_tx / this */
-	NETBLK_S_PAD,		/* padding of the u64 attributes: skip it */
-	/* BAD, by reason (a frame is dropped for the first that applies) */
-	NETBLK_S_DROP_MALFORMED,	/* not a whole IPv4/UDP datagram */
-	NETBLK_S_DROP_FRAGMENT,		/* an IPv4 fragment */
-	NETBLK_S_DROP_MULTIBUFFER,	/* an XDP frame in several buffers */
-	NETBLK_S_DROP_MISADDRESSED,	/* not to the NIC's MAC, address and port */
-	NETBLK_S_DROP_VLAN,		/* not on the instance's VLAN */
-	NETBLK_S_DROP_SOURCE,		/* group MAC, martian IPv4 or port 0 source */
-	NETBLK_S_DROP_CHECKSUM,		/* UDP checksum wrong */
-	NETBLK_S_DROP_NOT_REQUEST,	/* not a netblk request */
-	NETBLK_S_DISK_BLOCKING,	/* retries submitted without REQ_NOWAIT */
-	NETBLK_S_DISK_GAVE_UP,	/* still "again" after every retry: answered EAGAIN */
-	NETBLK_S_NO_BUFFER,	/* no page to read or copy into: answered EAGAIN */
-	NETBLK_S_REPLIES_OVERSIZED,	/* larger than the NIC's MTU now: dropped */
-	NETBLK_S_TX_DEFERRED,	/* replies the NIC had no room for at first */
-	NETBLK_S_TX_ERRORS,	/* transmits the NIC failed with an error */
-	NETBLK_S_TRIMS,
-	NETBLK_S_TRIM_BYTES,
-	NETBLK_S_WRITE_ZEROES,
-	NETBLK_S_WRITE_ZEROES_BYTES,
-	NETBLK_S_SESSIONS_OPEN,		/* a gauge */
-	NETBLK_S_SESSIONS_OPENED,
-	NETBLK_S_SESSIONS_EVICTED,	/* idle ones closed to make room */
-	NETBLK_S_SESSIONS_REFUSED,	/* HELLO answered EUSERS: full of active sessions */
-	NETBLK_S_HELLO_COOKIES,		/* HELLOs answered with a cookie */
-	NETBLK_S_NOT_CONNECTED,		/* answered ENOTCONN: no such session */
-	NETBLK_S_AUTH_FAILED,		/* answered EKEYREJECTED: no valid tag */
-	NETBLK_S_OLD_VERSION,		/* answered EPROTONOSUPPORT */
-	NETBLK_S_DUPLICATES,		/* answered again as the original was, not executed */
-	NETBLK_S_DUPLICATES_IN_FLIGHT,	/* dropped: the original was at the disk */
-	NETBLK_S_STALE,			/* refused ESTALE: older than the replay window */
-	NETBLK_S_TOO_FAR,		/* refused EOVERFLOW: beyond the replay window */
-	/* REFUSED, by the status the request was answered with on the spot */
-	NETBLK_S_REFUSED_EAGAIN,	/* no free slot (BUSY) */
-	NETBLK_S_REFUSED_EINVAL,	/* malformed or misaligned */
-	NETBLK_S_REFUSED_EROFS,		/* a change to a read-only instance */
-	NETBLK_S_REFUSED_ERANGE,	/* beyond the device's end */
-	NETBLK_S_REFUSED_EMSGSIZE,	/* more than a request may carry or ask */
-	NETBLK_S_REFUSED_EOPNOTSUPP,	/* an op the device or instance does not do */
-	NETBLK_S_REFUSED_ENOTCONN,	/* no such session */
-	NETBLK_S_REFUSED_EKEYREJECTED,	/* no valid tag on a keyed instance */
-	NETBLK_S_REFUSED_EPROTONOSUPPORT,	/* another protocol version */
-	NETBLK_S_ANSWERS_FOLDED,	/* WRITE answers sent as a bit of another's */
-	NETBLK_S_READS_GATHERED,	/* READs of several datagrams read in one disk I/O */
-	NETBLK_S_REFUSED_ESTALE,	/* a number below its session's replay window */
-	NETBLK_S_REFUSED_EOVERFLOW,	/* a number too far above it */
-	NETBLK_S_REFUSED_EUSERS,	/* HELLO: no room for another session */
-	NETBLK_S_REFUSED_EALREADY,	/* a READ or INFO served as often as one is */
-	NETBLK_S_REFUSED_EEXIST,	/* a number used for another request */
-	NETBLK_S_SERVED_AGAIN,		/* resends of READs and INFOs served again */
-	__NETBLK_S_MAX,
+	NETBLK_S_PAD = 24,	/* padding of the u64 attributes: skip it */
+	NETBLK_STATS(NETBLK_S_ATTR)
+	NETBLK_DROPS(NETBLK_S_DROP_ATTR)
+	NETBLK_REFUSALS(NETBLK_S_REFUSED_ATTR)
+	__NETBLK_S_MAX = NETBLK_S_NEXT,
 };
+#undef NETBLK_S_ATTR
+#undef NETBLK_S_DROP_ATTR
+#undef NETBLK_S_REFUSED_ATTR
 #define NETBLK_S_MAX (__NETBLK_S_MAX - 1)
 
 /*
@@ -317,53 +256,17 @@ enum netblk_host_change {
 
 /*
  * Counters of one attached device, nested in NETBLK_A_HOST_STATS, each a
- * u64 (the client core's struct netblk_host_stats and the shim's).
+ * u64: netblk_counters.h's NETBLK_HOST_STATS says what each counts and
+ * fixes its number.
  */
+#define NETBLK_HS_ATTR(NAME, name, nr, ...) NETBLK_HS_##NAME = nr,
 enum netblk_host_stat_attr {
 	NETBLK_HS_UNSPEC,
-	NETBLK_HS_PAD,
-	NETBLK_HS_REQUESTS,		/* block requests taken */
-	NETBLK_HS_ERRORS,		/* block requests ended with an error */
-	NETBLK_HS_SENDS,		/* datagrams sent, resends and HELLOs included */
-	NETBLK_HS_TIMEOUTS,		/* resends after silence */
-	NETBLK_HS_FAST_RESENDS,		/* resends of datagrams overtaken by later answers */
-	NETBLK_HS_BUSY,			/* EAGAIN answers */
-	NETBLK_HS_STRAY,		/* answers to nothing outstanding */
-	NETBLK_HS_DUPLICATES,		/* READ answers had already */
-	NETBLK_HS_SESSIONS_OPENED,	/* more than 1: the instance was started again */
-	NETBLK_HS_RENUMBERED,		/* datagrams sent again in a new session */
-	NETBLK_HS_REFUSED,		/* HELLOs refused */
-	NETBLK_HS_COMPLETED,
-	NETBLK_HS_FAILED,
-	NETBLK_HS_WINDOW,		/* a gauge: datagrams that may be outstanding */
-	NETBLK_HS_WINDOW_DECREASES,
-	NETBLK_HS_SRTT_NS,		/* a gauge: the smoothed round trip */
-	NETBLK_HS_RTO_NS,		/* a gauge: the resend timeout now */
-	NETBLK_HS_OUTSTANDING,		/* a gauge */
-	NETBLK_HS_QUEUED,		/* a gauge: datagrams waiting for the window */
-	NETBLK_HS_BYTES_IN_PLACE,	/* WRITE data the skbs took from the request's pages */
-	NETBLK_HS_BYTES_COPIED,		/* WRITE data copied on its way out */
-	NETBLK_HS_READ_BYTES_COPIED,	/* READ data copied from answers */
-	NETBLK_HS_TX_ERRORS,
-	NETBLK_HS_TX_DROPPED,
-	NETBLK_HS_RX_DATAGRAMS,
-	/* a gauge, 1 with timeout=: the instance silent that long, I/O fails at once until it answers */
-	NETBLK_HS_UNREACHABLE,
-	NETBLK_HS_OUTAGES,		/* times it was taken for unreachable */
-	NETBLK_HS_FAILED_FAST,		/* block requests failed at once meanwhile */
-	/* a gauge, enum netblk_host_change: why its I/O fails for good (0: it does not) */
-	NETBLK_HS_CHANGED,
-	NETBLK_HS_RESIZES,		/* times the server said, after a restart, the device grew */
-	NETBLK_HS_SPURIOUS,		/* timeouts the first send's answer proved needless */
-	NETBLK_HS_TX_BATCHED,		/* datagrams sent in one UDP GSO send with others */
-	NETBLK_HS_FOLDED,		/* WRITEs answered by a bit of another's answer */
-	NETBLK_HS_FAST_SPURIOUS,	/* fast resends the first send's answer proved needless */
-	/* a gauge: later sends a first send's answer was seen to come after (learnt reordering) */
-	NETBLK_HS_REORDERING,
-	/* pages the client took for WRITE headers (a 32 KiB one serves 512; order 0: 64) */
-	NETBLK_HS_HEADER_PAGES,
-	__NETBLK_HS_MAX,
+	NETBLK_HS_PAD = 1,	/* padding of the u64 attributes: skip it */
+	NETBLK_HOST_STATS(NETBLK_HS_ATTR)
+	__NETBLK_HS_MAX = NETBLK_HS_NEXT,
 };
+#undef NETBLK_HS_ATTR
 #define NETBLK_HS_MAX (__NETBLK_HS_MAX - 1)
 
 /*

@@ -176,6 +176,7 @@ TEST_F(instance_fixture, WriteInSeveralBuffersIsCopiedOnceAndAnsweredFromTheSlot
 	netblk_stats s = stats();
 	EXPECT_EQ(s.bad, 0u);
 	EXPECT_EQ(s.bytes_copied, 1024u);
+	EXPECT_EQ(s.writes_misaligned, 0u) << "copied for its buffers, not its alignment";
 	EXPECT_EQ(s.bytes_zerocopy, 0u);
 	expect_nothing_held();
 }
@@ -1123,6 +1124,7 @@ TEST(Datapath, MisalignedPayloadIsCopiedAndCounted)
 	EXPECT_TRUE(std::equal(data.begin(), data.end(), inst->disk.begin()));
 	netblk_stats s = fake_stats(inst);
 	EXPECT_EQ(s.bytes_copied, 512u);
+	EXPECT_EQ(s.writes_misaligned, 1u);
 	EXPECT_EQ(s.bytes_zerocopy, 0u);
 	fake_stop(inst);
 }

@@ -2,30 +2,14 @@
 #include "format.h"
 #include "netblk_version.h"
 
+#include <algorithm>
 #include <arpa/inet.h>
+#include <bitset>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iterator>
 #include <sstream>
-
-// The statuses of refusals (format.h).
-const refusal_status refusal_statuses[refusal_status_count] = {
-	{NETBLK_S_REFUSED_EAGAIN, "EAGAIN"},
-	{NETBLK_S_REFUSED_EINVAL, "EINVAL"},
-	{NETBLK_S_REFUSED_EROFS, "EROFS"},
-	{NETBLK_S_REFUSED_ERANGE, "ERANGE"},
-	{NETBLK_S_REFUSED_EMSGSIZE, "EMSGSIZE"},
-	{NETBLK_S_REFUSED_EOPNOTSUPP, "EOPNOTSUPP"},
-	{NETBLK_S_REFUSED_ENOTCONN, "ENOTCONN"},
-	{NETBLK_S_REFUSED_EKEYREJECTED, "EKEYREJECTED"},
-	{NETBLK_S_REFUSED_EPROTONOSUPPORT, "EPROTONOSUPPORT"},
-	{NETBLK_S_REFUSED_ESTALE, "ESTALE"},
-	{NETBLK_S_REFUSED_EOVERFLOW, "EOVERFLOW"},
-	{NETBLK_S_REFUSED_EUSERS, "EUSERS"},
-	{NETBLK_S_REFUSED_EALREADY, "EALREADY"},
-	{NETBLK_S_REFUSED_EEXIST, "EEXIST"},
-};
 
 namespace {
 
@@ -84,98 +68,32 @@ void json_escape_char(std::string &out, char c)
 	out += c;
 }
 
-struct stat_name {
-	netblk_stat_attr attr;
-	const char *json;
-};
+// A counter's value as `list` says it: bytes in KiB..TiB, ns as microseconds.
+std::string counter_text(counter_kind kind, uint64_t v)
+{
+	switch (kind) {
+	case counter_kind::bytes: return format_size(v);
+	case counter_kind::ns: return format_us(v) + " us";
+	default: return std::to_string(v);
+	}
+}
 
-constexpr stat_name stat_names[] = {
-	{NETBLK_S_REQUESTS, "requests"},
-	{NETBLK_S_BAD, "bad"},
-	{NETBLK_S_DROP_MALFORMED, "dropped_malformed"},
-	{NETBLK_S_DROP_FRAGMENT, "dropped_fragment"},
-	{NETBLK_S_DROP_MULTIBUFFER, "dropped_multibuffer"},
-	{NETBLK_S_DROP_MISADDRESSED, "dropped_misaddressed"},
-	{NETBLK_S_DROP_VLAN, "dropped_vlan"},
-	{NETBLK_S_DROP_SOURCE, "dropped_source"},
-	{NETBLK_S_DROP_CHECKSUM, "dropped_checksum"},
-	{NETBLK_S_DROP_NOT_REQUEST, "dropped_not_request"},
-	{NETBLK_S_REFUSED, "refused"},
-	{NETBLK_S_BUSY, "busy"},
-	{NETBLK_S_INFLIGHT_QUEUED, "inflight_queued"},
-	{NETBLK_S_INFLIGHT_DISK, "inflight_disk"},
-	{NETBLK_S_INFLIGHT_DONE, "inflight_done"},
-	{NETBLK_S_READS, "reads"},
-	{NETBLK_S_READ_BYTES, "read_bytes"},
-	{NETBLK_S_WRITES, "writes"},
-	{NETBLK_S_WRITE_BYTES, "write_bytes"},
-	{NETBLK_S_FLUSHES, "flushes"},
-	{NETBLK_S_FUA_WRITES, "fua_writes"},
-	{NETBLK_S_IO_ERRORS, "io_errors"},
-	{NETBLK_S_DISK_BUSY, "disk_busy"},
-	{NETBLK_S_DISK_BLOCKING, "disk_blocking"},
-	{NETBLK_S_DISK_GAVE_UP, "disk_gave_up"},
-	{NETBLK_S_NO_BUFFER, "no_buffer"},
-	{NETBLK_S_REPLIES_DROPPED, "replies_dropped"},
-	{NETBLK_S_REPLIES_OVERSIZED, "replies_oversized"},
-	{NETBLK_S_TX_DEFERRED, "tx_deferred"},
-	{NETBLK_S_TX_ERRORS, "tx_errors"},
-	{NETBLK_S_WORKER_SLEEPS, "worker_sleeps"},
-	{NETBLK_S_FRAMES_RX, "frames_rx"},
-	{NETBLK_S_FRAMES_TX, "frames_tx"},
-	{NETBLK_S_BYTES_ZEROCOPY, "bytes_zerocopy"},
-	{NETBLK_S_BYTES_COPIED, "bytes_copied"},
-	{NETBLK_S_DISK_BATCHES, "disk_batches"},
-	{NETBLK_S_TX_BATCHES, "tx_batches"},
-	{NETBLK_S_ANSWERS_FOLDED, "answers_folded"},
-	{NETBLK_S_READS_GATHERED, "reads_gathered"},
-	{NETBLK_S_TRIMS, "trims"},
-	{NETBLK_S_TRIM_BYTES, "trim_bytes"},
-	{NETBLK_S_WRITE_ZEROES, "write_zeroes"},
-	{NETBLK_S_WRITE_ZEROES_BYTES, "write_zeroes_bytes"},
-	{NETBLK_S_SESSIONS_OPEN, "sessions_open"},
-	{NETBLK_S_SESSIONS_OPENED, "sessions_opened"},
-	{NETBLK_S_SESSIONS_EVICTED, "sessions_evicted"},
-	{NETBLK_S_SESSIONS_REFUSED, "sessions_refused"},
-	{NETBLK_S_HELLO_COOKIES, "hello_cookies"},
-	{NETBLK_S_NOT_CONNECTED, "not_connected"},
-	{NETBLK_S_AUTH_FAILED, "auth_failed"},
-	{NETBLK_S_OLD_VERSION, "old_version"},
-	{NETBLK_S_DUPLICATES, "duplicates"},
-	{NETBLK_S_DUPLICATES_IN_FLIGHT, "duplicates_in_flight"},
-	{NETBLK_S_STALE, "stale"},
-	{NETBLK_S_TOO_FAR, "too_far"},
-	{NETBLK_S_REFUSED_EAGAIN, "refused_eagain"},
-	{NETBLK_S_REFUSED_EINVAL, "refused_einval"},
-	{NETBLK_S_REFUSED_EROFS, "refused_erofs"},
-	{NETBLK_S_REFUSED_ERANGE, "refused_erange"},
-	{NETBLK_S_REFUSED_EMSGSIZE, "refused_emsgsize"},
-	{NETBLK_S_REFUSED_EOPNOTSUPP, "refused_eopnotsupp"},
-	{NETBLK_S_REFUSED_ENOTCONN, "refused_enotconn"},
-	{NETBLK_S_REFUSED_EKEYREJECTED, "refused_ekeyrejected"},
-	{NETBLK_S_REFUSED_EPROTONOSUPPORT, "refused_eprotonosupport"},
-	{NETBLK_S_REFUSED_ESTALE, "refused_estale"},
-	{NETBLK_S_REFUSED_EOVERFLOW, "refused_eoverflow"},
-	{NETBLK_S_REFUSED_EUSERS, "refused_eusers"},
-	{NETBLK_S_REFUSED_EALREADY, "refused_ealready"},
-	{NETBLK_S_REFUSED_EEXIST, "refused_eexist"},
-	{NETBLK_S_SERVED_AGAIN, "served_again"},
-};
-static_assert(std::size(stat_names) == NETBLK_S_MAX - 1,
-	      "a new counter in enum netblk_stat_attr needs a JSON name here");
-
-
-// The reasons a datagram is dropped, for the list's "bad" line.
-constexpr stat_name drop_names[] = {
-	{NETBLK_S_DROP_MALFORMED, "malformed"},
-	{NETBLK_S_DROP_FRAGMENT, "fragment"},
-	{NETBLK_S_DROP_MULTIBUFFER, "multi-buffer"},
-	{NETBLK_S_DROP_MISADDRESSED, "misaddressed"},
-	{NETBLK_S_DROP_VLAN, "other VLAN"},
-	{NETBLK_S_DROP_SOURCE, "bad source"},
-	{NETBLK_S_DROP_CHECKSUM, "checksum"},
-	{NETBLK_S_DROP_NOT_REQUEST, "not a request"},
-};
+// The counters `list`'s curated lines do not show (a new one, until it gets
+// its place there): "  more: unknown ops 3, ...\n", or "".
+template <typename Info, typename Stat, size_t N, size_t M>
+std::string more_text(const Info (&infos)[N], const std::bitset<M> &shown, Stat stat)
+{
+	std::string out;
+	for (const auto &c : infos) {
+		if (shown[c.attr])
+			continue;
+		std::string label = c.name;
+		std::replace(label.begin(), label.end(), '_', ' ');
+		out += (out.empty() ? "  more: " : ", ") + label + " " +
+		       counter_text(c.kind, stat(c.attr));
+	}
+	return out.empty() ? out : out + "\n";
+}
 
 // "eth0 vlan 5 10.0.2.15", or the address alone when the kernel sent no NIC name.
 std::string endpoint(const netblk_instance &inst)
@@ -191,10 +109,10 @@ std::string bad_text(const netblk_instance &inst)
 {
 	std::string out = "bad " + std::to_string(inst.stat(NETBLK_S_BAD));
 	const char *sep = " (";
-	for (const auto &d : drop_names) {
+	for (const auto &d : drop_reasons) {
 		if (!inst.stat(d.attr))
 			continue;
-		out += sep + std::string(d.json) + " " + std::to_string(inst.stat(d.attr));
+		out += sep + std::string(d.text) + " " + std::to_string(inst.stat(d.attr));
 		sep = ", ";
 	}
 	return *sep == ',' ? out + ")" : out;
@@ -306,10 +224,14 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	  << ", \"uptime_ms\": " << inst.uptime_ms
 	  << ", \"stats\": {";
 	const char *sep = "";
-	for (const auto &s : stat_names) {
-		o << sep << '"' << s.json << "\": " << inst.stat(s.attr);
+	for (const auto &c : stat_infos) {
+		o << sep << '"' << c.name << "\": " << inst.stat(c.attr);
 		sep = ", ";
 	}
+	for (const auto &d : drop_reasons)
+		o << ", \"dropped_" << d.name << "\": " << inst.stat(d.attr);
+	for (const auto &r : refusal_statuses)
+		o << ", \"refused_" << r.name << "\": " << inst.stat(r.attr);
 	o << ", \"not_allowed\": "
 	  << (inst.not_allowed ? std::to_string(*inst.not_allowed) : "null");
 	o << "}, \"latency\": ";
@@ -488,7 +410,11 @@ const char *host_change_text(uint64_t change)
 
 std::string format_attached_text(const netblk_attached &att)
 {
-	auto st = [&](netblk_host_stat_attr s) { return att.stat(s); };
+	std::bitset<NETBLK_HS_MAX + 1> shown;	// the counters the lines below show
+	auto st = [&](netblk_host_stat_attr s) {
+		shown.set(s);
+		return att.stat(s);
+	};
 	std::ostringstream o;
 	o << "/dev/" << att.disk << ": " << format_ipv4(att.addr) << ":" << att.port << " ("
 	  << format_size(att.size) << ", " << (att.read_only ? "ro" : "rw") << "), "
@@ -518,6 +444,7 @@ std::string format_attached_text(const netblk_attached &att)
 	  << st(NETBLK_HS_STRAY) << ", duplicates " << st(NETBLK_HS_DUPLICATES)
 	  << "; WRITEs answered folded " << st(NETBLK_HS_FOLDED) << "\n";
 	o << "  resized " << st(NETBLK_HS_RESIZES) << " times";
+	shown.set(NETBLK_HS_OUTAGES);	// none without timeout=: not said then
 	if (att.timeout_ms)
 		o << ", outages " << st(NETBLK_HS_OUTAGES);
 	o << ", requests failed at once " << st(NETBLK_HS_FAILED_FAST) << "\n";
@@ -526,14 +453,24 @@ std::string format_attached_text(const netblk_attached &att)
 	  << format_size(st(NETBLK_HS_READ_BYTES_COPIED)) << "; send errors "
 	  << st(NETBLK_HS_TX_ERRORS) << ", dropped " << st(NETBLK_HS_TX_DROPPED)
 	  << "; datagrams sent batched " << st(NETBLK_HS_TX_BATCHED) << "\n";
+	o << more_text(host_stat_infos, shown, [&](netblk_host_stat_attr s) { return att.stat(s); });
 	o << "  " << format_latency_line(att.latency, "queued to answered") << "\n";
 	return o.str();
 }
 
 std::string format_instance_text(const netblk_instance &inst)
 {
-	auto st = [&](netblk_stat_attr s) { return inst.stat(s); };
+	std::bitset<NETBLK_S_MAX + 1> shown;	// the counters the lines below show
+	auto st = [&](netblk_stat_attr s) {
+		shown.set(s);
+		return inst.stat(s);
+	};
 	std::ostringstream o;
+	// bad_text(), refused_text() and inflight() show these
+	for (netblk_stat_attr s : {NETBLK_S_BAD, NETBLK_S_REFUSED, NETBLK_S_BUSY,
+				   NETBLK_S_INFLIGHT_QUEUED, NETBLK_S_INFLIGHT_DISK,
+				   NETBLK_S_INFLIGHT_DONE})
+		shown.set(s);
 	o << "port " << inst.port << ": " << inst.device << " (" << format_size(inst.size)
 	  << ", " << (inst.read_only ? "ro" : "rw") << ") on " << endpoint(inst) << ", "
 	  << inst.max_io << " bytes a datagram (mtu " << inst.mtu << "), worker on cpu "
@@ -583,55 +520,9 @@ std::string format_instance_text(const netblk_instance &inst)
 	  << st(NETBLK_S_TX_BATCHES) << " transmits to the NIC; WRITE answers folded "
 	  << st(NETBLK_S_ANSWERS_FOLDED) << ", READs gathered " << st(NETBLK_S_READS_GATHERED)
 	  << "\n";
+	o << more_text(stat_infos, shown, [&](netblk_stat_attr s) { return inst.stat(s); });
 	return o.str();
 }
-
-// The block-device client's counters and their JSON names.
-struct host_stat_name {
-	netblk_host_stat_attr attr;
-	const char *json;
-};
-
-constexpr host_stat_name host_stat_names[] = {
-	{NETBLK_HS_REQUESTS, "requests"},
-	{NETBLK_HS_ERRORS, "errors"},
-	{NETBLK_HS_SENDS, "sends"},
-	{NETBLK_HS_TIMEOUTS, "timeouts"},
-	{NETBLK_HS_FAST_RESENDS, "fast_resends"},
-	{NETBLK_HS_BUSY, "busy"},
-	{NETBLK_HS_STRAY, "stray"},
-	{NETBLK_HS_DUPLICATES, "duplicates"},
-	{NETBLK_HS_SESSIONS_OPENED, "sessions_opened"},
-	{NETBLK_HS_RENUMBERED, "renumbered"},
-	{NETBLK_HS_REFUSED, "refused"},
-	{NETBLK_HS_COMPLETED, "completed"},
-	{NETBLK_HS_FAILED, "failed"},
-	{NETBLK_HS_WINDOW, "window"},
-	{NETBLK_HS_WINDOW_DECREASES, "window_decreases"},
-	{NETBLK_HS_SRTT_NS, "srtt_ns"},
-	{NETBLK_HS_RTO_NS, "rto_ns"},
-	{NETBLK_HS_OUTSTANDING, "outstanding"},
-	{NETBLK_HS_QUEUED, "queued"},
-	{NETBLK_HS_BYTES_IN_PLACE, "bytes_in_place"},
-	{NETBLK_HS_BYTES_COPIED, "bytes_copied"},
-	{NETBLK_HS_READ_BYTES_COPIED, "read_bytes_copied"},
-	{NETBLK_HS_TX_ERRORS, "tx_errors"},
-	{NETBLK_HS_TX_DROPPED, "tx_dropped"},
-	{NETBLK_HS_RX_DATAGRAMS, "rx_datagrams"},
-	{NETBLK_HS_UNREACHABLE, "unreachable"},
-	{NETBLK_HS_OUTAGES, "outages"},
-	{NETBLK_HS_FAILED_FAST, "failed_fast"},
-	{NETBLK_HS_CHANGED, "changed"},
-	{NETBLK_HS_RESIZES, "resizes"},
-	{NETBLK_HS_SPURIOUS, "spurious"},
-	{NETBLK_HS_TX_BATCHED, "tx_batched"},
-	{NETBLK_HS_FOLDED, "folded"},
-	{NETBLK_HS_FAST_SPURIOUS, "fast_spurious"},
-	{NETBLK_HS_REORDERING, "reordering"},
-	{NETBLK_HS_HEADER_PAGES, "header_pages"},
-};
-static_assert(std::size(host_stat_names) == NETBLK_HS_MAX - 1,
-	      "a new counter in enum netblk_host_stat_attr needs a JSON name here");
 
 static void attached_json(std::ostream &o, const netblk_attached &a)
 {
@@ -650,8 +541,8 @@ static void attached_json(std::ostream &o, const netblk_attached &a)
 	  << ", \"uptime_ms\": " << a.uptime_ms
 	  << ", \"stats\": {";
 	const char *sep = "";
-	for (const auto &s : host_stat_names) {
-		o << sep << '"' << s.json << "\": " << a.stat(s.attr);
+	for (const auto &c : host_stat_infos) {
+		o << sep << '"' << c.name << "\": " << a.stat(c.attr);
 		sep = ", ";
 	}
 	o << "}, \"latency\": ";
@@ -686,6 +577,51 @@ std::string format_instances_json(const std::vector<netblk_instance> &insts)
 		o << (i + 1 < insts.size() ? ",\n" : "\n");
 	}
 	o << "]\n";
+	return o.str();
+}
+
+static const char *kind_name(counter_kind kind)
+{
+	switch (kind) {
+	case counter_kind::bytes: return "bytes";
+	case counter_kind::gauge: return "gauge";
+	case counter_kind::ns: return "gauge, ns";
+	default: return "count";
+	}
+}
+
+static std::string doc_code(std::string_view s)
+{
+	return s.empty() ? "" : "`" + std::string(s) + "`";
+}
+
+template <typename Info, size_t N>
+static void counter_rows(std::ostream &o, const Info (&infos)[N])
+{
+	for (const auto &c : infos)
+		o << "| " << doc_code(c.name) << " | " << doc_code(c.attr_name) << " (" << c.attr
+		  << ") | " << kind_name(c.kind) << " | " << doc_code(c.prom) << " | " << c.help
+		  << " |\n";
+}
+
+std::string format_counter_docs()
+{
+	std::ostringstream o;
+	const char *head = "| field | attribute | kind | Prometheus | counts |\n|---|---|---|---|---|\n";
+	o << "An instance's `stats` (`list --json`; netlink `NETBLK_A_STATS`):\n\n" << head;
+	counter_rows(o, stat_infos);
+	for (const auto &d : drop_reasons)
+		o << "| `dropped_" << d.name << "` | `" << d.attr_name << "` (" << d.attr
+		  << ") | count | `netblk_bad_total{reason=\"" << d.name << "\"}` | Dropped: "
+		  << d.help << " |\n";
+	for (const auto &r : refusal_statuses)
+		o << "| `refused_" << r.name << "` | `" << r.attr_name << "` (" << r.attr
+		  << ") | count | `netblk_refused_total{status=\"" << r.status << "\"}` | Refused "
+		  << r.status << ": " << r.help << " |\n";
+	o << "\nAn attached device's `stats` (`list --attached --json`; netlink "
+	     "`NETBLK_A_HOST_STATS`):\n\n"
+	  << head;
+	counter_rows(o, host_stat_infos);
 	return o.str();
 }
 

@@ -61,15 +61,68 @@ struct netblk_instance {
 	uint64_t stat(netblk_stat_attr s) const { return stats[s]; }
 };
 
-// The statuses a request is refused with on the spot, each with its
-// counter (NETBLK_S_REFUSED_*), as errno names: the list's "refused" text
-// and netblk_refused_total's status label.
+// netblk_counters.h's lists, as netblkctl's text, JSON, Prometheus output
+// and the documentation's table read them (one definition per counter).
+enum class counter_kind { count, bytes, gauge, ns };
+
+// An instance's counter (NETBLK_STATS) or an attached device's (NETBLK_HOST_STATS).
+template <typename Attr>
+struct counter_info {
+	Attr attr;
+	const char *attr_name;	// NETBLK_S_REQUESTS
+	const char *name;	// the JSON field
+	counter_kind kind;
+	const char *prom;	// its Prometheus family; "": emitted by hand, or not at all
+	const char *help;
+};
+
+#define NETBLKCTL_KIND_count counter_kind::count
+#define NETBLKCTL_KIND_bytes counter_kind::bytes
+#define NETBLKCTL_KIND_gauge counter_kind::gauge
+#define NETBLKCTL_KIND_ns counter_kind::ns
+#define NETBLKCTL_STAT_INFO(NAME, name, nr, where, kind, prom, help) \
+	{NETBLK_S_##NAME, "NETBLK_S_" #NAME, #name, NETBLKCTL_KIND_##kind, prom, help},
+#define NETBLKCTL_HOST_STAT_INFO(NAME, name, nr, where, kind, prom, help) \
+	{NETBLK_HS_##NAME, "NETBLK_HS_" #NAME, #name, NETBLKCTL_KIND_##kind, prom, help},
+
+inline constexpr counter_info<netblk_stat_attr> stat_infos[] = {
+	NETBLK_STATS(NETBLKCTL_STAT_INFO)
+};
+inline constexpr counter_info<netblk_host_stat_attr> host_stat_infos[] = {
+	NETBLK_HOST_STATS(NETBLKCTL_HOST_STAT_INFO)
+};
+
+// Datagrams dropped unanswered, by reason (NETBLK_DROPS): the JSON field
+// is dropped_<name>, netblk_bad_total's reason label <name>.
+struct drop_reason_info {
+	netblk_stat_attr attr;
+	const char *attr_name;
+	const char *name;
+	const char *text;	// `list`'s "bad" line
+	const char *help;
+};
+#define NETBLKCTL_DROP_INFO(NAME, name, nr, text, help) \
+	{NETBLK_S_DROP_##NAME, "NETBLK_S_DROP_" #NAME, #name, text, help},
+inline constexpr drop_reason_info drop_reasons[] = {
+	NETBLK_DROPS(NETBLKCTL_DROP_INFO)
+};
+
+// The statuses a request is refused with on the spot, or by the worker
+// without the disk (NETBLK_REFUSALS), each with its counter
+// (NETBLK_S_REFUSED_*): the JSON field refused_<name>, the errno name in
+// the list's "refused" text and netblk_refused_total's status label.
 struct refusal_status {
 	netblk_stat_attr attr;
+	const char *attr_name;
+	const char *name;
 	const char *status;
+	const char *help;
 };
-inline constexpr size_t refusal_status_count = 14;
-extern const refusal_status refusal_statuses[refusal_status_count];
+#define NETBLKCTL_REFUSAL_INFO(NAME, name, nr, help) \
+	{NETBLK_S_REFUSED_##NAME, "NETBLK_S_REFUSED_" #NAME, #name, #NAME, help},
+inline constexpr refusal_status refusal_statuses[] = {
+	NETBLK_REFUSALS(NETBLKCTL_REFUSAL_INFO)
+};
 
 // One device of the block-device client: an ATTACH reply or an ATTACHED entry.
 struct netblk_attached {
@@ -161,11 +214,7 @@ std::string format_attached_text(const netblk_attached &att);
 // device (newline-terminated).  Field names (stable; keep README.md in step):
 //   disk, addr, port, ifname, read_only, size_bytes, sector_size, max_io,
 //   slots, queue_depth, timeout_ms, auth, uptime_ms,
-//   stats: { requests, errors, sends, timeouts, fast_resends, busy, stray,
-//            duplicates, sessions_opened, renumbered, refused, completed,
-//            failed, window, window_decreases, srtt_ns, rto_ns, outstanding,
-//            queued, bytes_in_place, bytes_copied, read_bytes_copied,
-//            tx_errors, tx_dropped, rx_datagrams },
+//   stats: { every NETBLK_HOST_STATS counter of netblk_counters.h, by name },
 //   latency: as an instance's (a request's queueing to its last answer)
 std::string format_attached_json(const std::vector<netblk_attached> &atts);
 
@@ -179,24 +228,18 @@ std::string format_instance_text(const netblk_instance &inst);
 //   handoff_ifindex, addr ("a.b.c.d"), allow (["10.1.0.0/16", ...], [] for
 //   any source), mtu, cpu, poll_us, size_bytes, sector_size, max_io, slots,
 //   sessions, auth ("none" | "header" | "full"), uptime_ms,
-//   stats: { requests, bad, dropped_malformed, dropped_fragment,
-//            dropped_multibuffer, dropped_misaddressed, dropped_vlan,
-//            dropped_source, dropped_checksum, dropped_not_request,
-//            not_allowed (null when the XDP program's counter was not read),
-//            refused, busy, inflight_queued, inflight_disk, inflight_done,
-//            reads, read_bytes, writes, write_bytes, flushes, fua_writes,
-//            io_errors, disk_busy, disk_blocking, disk_gave_up, no_buffer,
-//            replies_dropped, replies_oversized, tx_deferred, tx_errors,
-//            worker_sleeps, frames_rx, frames_tx, bytes_zerocopy,
-//            bytes_copied, disk_batches, tx_batches, answers_folded, reads_gathered,
-//            trims, trim_bytes,
-//            write_zeroes, write_zeroes_bytes, sessions_open,
-//            sessions_opened, sessions_evicted, sessions_refused,
-//            hello_cookies, not_connected, auth_failed, old_version,
-//            duplicates, duplicates_in_flight, stale, too_far },
+//   stats: { every NETBLK_STATS counter of netblk_counters.h by name, in
+//            its order, then dropped_<reason> (NETBLK_DROPS) and
+//            refused_<status> (NETBLK_REFUSALS), then not_allowed (null when
+//            the XDP program's counter was not read) },
 //   latency: null, or { count, max_ns, p50_us, p99_us, p999_us,
 //            linear_limit, sub_buckets, buckets: [[index, count], ...] }
 std::string format_instances_json(const std::vector<netblk_instance> &insts);
+
+// The documentation's tables of counters (tools/netblkctl/README.md, between
+// its "counters" markers), made from netblk_counters.h's lists:
+// tests/netblkctl/test_counters.cpp checks that the README holds them.
+std::string format_counter_docs();
 
 // netblkctl --version: this tool's release and the loaded module's.
 // module_version: /sys/module/netblk/version's text ("" when the module is
