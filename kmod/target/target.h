@@ -57,6 +57,8 @@ struct netblk_start_params {
 
 struct netblk_io;
 struct xdp_frame;
+struct genl_info;
+struct netlink_callback;
 
 #define NETBLK_REPLY_HEADROOM	96	/* Ethernet + IPv4 + UDP + netblk headers */
 
@@ -204,11 +206,20 @@ void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
-/* genl.c */
-int netblk_genl_register(void);
-void netblk_genl_unregister(void);
+/* event.c */
 void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
 			enum netblk_stop_reason reason, int err, const char *msg);
+void netblk_genl_notify_failed(const struct netblk_start_params *p, int err, const char *msg);
+
+/* ctl.c: the server's commands, for genl.c's ops table */
+#define NETBLK_PUT_STATS	1u	/* what netblk_put_instance adds to the description */
+#define NETBLK_PUT_LATENCY	2u
+int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
+			unsigned int what);
+int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info);
+int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info);
+int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb);
+int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info);
 
 /* monitor.c */
 #ifdef NETBLK_HAVE_HOLDER_OPS
@@ -224,7 +235,11 @@ u32 netblk_monitor_xdp_dropped(const struct net_device *nic);
 int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack);
 void netblk_monitor_xdp_added(const struct net_device *nic);
 
-/* genl.c */
+/* ctl.c */
 void netblk_stop_all(enum netblk_stop_reason reason);
+
+/* genl.c */
+int netblk_genl_register(void);
+void netblk_genl_unregister(void);
 
 #endif

@@ -1,0 +1,537 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The server's netlink commands: START, STOP, LIST and XDP_READY, and the
+ * attributes that describe an instance (which its events carry too).  The
+ * family and its ops table are genl.c's (common/family.c).
+ *
+ * Each handler takes netblk_lock itself, and only around what it changes or
+ * reads: none waits for the network or a disk under it.
+ */
+#include "target.h"
+#include "family.h"
+
+#include <net/genetlink.h>
+#include <net/netlink.h>
+
+/* ---- messages ---- */
+
+/* Each counter of struct netblk_stats and its attribute in NETBLK_A_STATS. */
+static const struct {
+	u16 attr;
+	u16 offset;
+} netblk_stat_fields[] = {
+	{ NETBLK_S_REQUESTS, offsetof(struct netblk_stats, requests) },
+	{ NETBLK_S_BAD, offsetof(struct netblk_stats, bad) },
+	{ NETBLK_S_REFUSED, offsetof(struct netblk_stats, refused) },
+	{ NETBLK_S_BUSY, offsetof(struct netblk_stats, busy) },
+	{ NETBLK_S_INFLIGHT_QUEUED, offsetof(struct netblk_stats, inflight_queued) },
+	{ NETBLK_S_INFLIGHT_DISK, offsetof(struct netblk_stats, inflight_disk) },
+	{ NETBLK_S_INFLIGHT_DONE, offsetof(struct netblk_stats, inflight_done) },
+	{ NETBLK_S_READS, offsetof(struct netblk_stats, reads) },
+	{ NETBLK_S_READ_BYTES, offsetof(struct netblk_stats, read_bytes) },
+	{ NETBLK_S_WRITES, offsetof(struct netblk_stats, writes) },
+	{ NETBLK_S_WRITE_BYTES, offsetof(struct netblk_stats, write_bytes) },
+	{ NETBLK_S_FLUSHES, offsetof(struct netblk_stats, flushes) },
+	{ NETBLK_S_FUA_WRITES, offsetof(struct netblk_stats, fua_writes) },
+	{ NETBLK_S_IO_ERRORS, offsetof(struct netblk_stats, io_errors) },
+	{ NETBLK_S_DISK_BUSY, offsetof(struct netblk_stats, disk_busy) },
+	{ NETBLK_S_REPLIES_DROPPED, offsetof(struct netblk_stats, replies_dropped) },
+	{ NETBLK_S_WORKER_SLEEPS, offsetof(struct netblk_stats, worker_sleeps) },
+	{ NETBLK_S_FRAMES_RX, offsetof(struct netblk_stats, frames_rx) },
+	{ NETBLK_S_FRAMES_TX, offsetof(struct netblk_stats, frames_tx) },
+	{ NETBLK_S_BYTES_ZEROCOPY, offsetof(struct netblk_stats, bytes_zerocopy) },
+	{ NETBLK_S_BYTES_COPIED, offsetof(struct netblk_stats, bytes_copied) },
+	{ NETBLK_S_DISK_BATCHES, offsetof(struct netblk_stats, disk_batches) },
+	{ NETBLK_S_TX_BATCHES, offsetof(struct netblk_stats, tx_batches) },
+	{ NETBLK_S_ANSWERS_FOLDED, offsetof(struct netblk_stats, answers_folded) },
+	{ NETBLK_S_READS_GATHERED, offsetof(struct netblk_stats, reads_gathered) },
+	{ NETBLK_S_DROP_MALFORMED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MALFORMED]) },
+	{ NETBLK_S_DROP_FRAGMENT, offsetof(struct netblk_stats, dropped[NETBLK_DROP_FRAGMENT]) },
+	{ NETBLK_S_DROP_MULTIBUFFER, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MULTIBUFFER]) },
+	{ NETBLK_S_DROP_MISADDRESSED, offsetof(struct netblk_stats, dropped[NETBLK_DROP_MISADDRESSED]) },
+	{ NETBLK_S_DROP_VLAN, offsetof(struct netblk_stats, dropped[NETBLK_DROP_VLAN]) },
+	{ NETBLK_S_DROP_SOURCE, offsetof(struct netblk_stats, dropped[NETBLK_DROP_SOURCE]) },
+	{ NETBLK_S_DROP_CHECKSUM, offsetof(struct netblk_stats, dropped[NETBLK_DROP_CHECKSUM]) },
+	{ NETBLK_S_DROP_NOT_REQUEST, offsetof(struct netblk_stats, dropped[NETBLK_DROP_NOT_REQUEST]) },
+	{ NETBLK_S_DISK_BLOCKING, offsetof(struct netblk_stats, disk_blocking) },
+	{ NETBLK_S_DISK_GAVE_UP, offsetof(struct netblk_stats, disk_gave_up) },
+	{ NETBLK_S_NO_BUFFER, offsetof(struct netblk_stats, no_buffer) },
+	{ NETBLK_S_REPLIES_OVERSIZED, offsetof(struct netblk_stats, replies_oversized) },
+	{ NETBLK_S_TX_DEFERRED, offsetof(struct netblk_stats, tx_deferred) },
+	{ NETBLK_S_TX_ERRORS, offsetof(struct netblk_stats, tx_errors) },
+	{ NETBLK_S_TRIMS, offsetof(struct netblk_stats, trims) },
+	{ NETBLK_S_TRIM_BYTES, offsetof(struct netblk_stats, trim_bytes) },
+	{ NETBLK_S_WRITE_ZEROES, offsetof(struct netblk_stats, write_zeroes) },
+	{ NETBLK_S_WRITE_ZEROES_BYTES, offsetof(struct netblk_stats, write_zeroes_bytes) },
+	{ NETBLK_S_SESSIONS_OPEN, offsetof(struct netblk_stats, sessions_open) },
+	{ NETBLK_S_SESSIONS_OPENED, offsetof(struct netblk_stats, sessions_opened) },
+	{ NETBLK_S_SESSIONS_EVICTED, offsetof(struct netblk_stats, sessions_evicted) },
+	{ NETBLK_S_SESSIONS_REFUSED, offsetof(struct netblk_stats, sessions_refused) },
+	{ NETBLK_S_HELLO_COOKIES, offsetof(struct netblk_stats, hello_cookies) },
+	{ NETBLK_S_NOT_CONNECTED, offsetof(struct netblk_stats, not_connected) },
+	{ NETBLK_S_AUTH_FAILED, offsetof(struct netblk_stats, auth_failed) },
+	{ NETBLK_S_OLD_VERSION, offsetof(struct netblk_stats, old_version) },
+	{ NETBLK_S_DUPLICATES, offsetof(struct netblk_stats, duplicates) },
+	{ NETBLK_S_DUPLICATES_IN_FLIGHT, offsetof(struct netblk_stats, duplicates_in_flight) },
+	{ NETBLK_S_STALE, offsetof(struct netblk_stats, stale) },
+	{ NETBLK_S_TOO_FAR, offsetof(struct netblk_stats, too_far) },
+	{ NETBLK_S_REFUSED_EAGAIN, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EAGAIN]) },
+	{ NETBLK_S_REFUSED_EINVAL, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EINVAL]) },
+	{ NETBLK_S_REFUSED_EROFS, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EROFS]) },
+	{ NETBLK_S_REFUSED_ERANGE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ERANGE]) },
+	{ NETBLK_S_REFUSED_EMSGSIZE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EMSGSIZE]) },
+	{ NETBLK_S_REFUSED_EOPNOTSUPP,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EOPNOTSUPP]) },
+	{ NETBLK_S_REFUSED_ENOTCONN, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ENOTCONN]) },
+	{ NETBLK_S_REFUSED_EKEYREJECTED,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EKEYREJECTED]) },
+	{ NETBLK_S_REFUSED_EPROTONOSUPPORT,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EPROTONOSUPPORT]) },
+	{ NETBLK_S_REFUSED_ESTALE, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_ESTALE]) },
+	{ NETBLK_S_REFUSED_EOVERFLOW,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EOVERFLOW]) },
+	{ NETBLK_S_REFUSED_EUSERS, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EUSERS]) },
+	{ NETBLK_S_REFUSED_EALREADY,
+	  offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EALREADY]) },
+	{ NETBLK_S_REFUSED_EEXIST, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_EEXIST]) },
+	{ NETBLK_S_SERVED_AGAIN, offsetof(struct netblk_stats, served_again) },
+};
+
+static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
+{
+	struct netblk_stats s;
+	struct nlattr *nest;
+	unsigned int i;
+
+	/* every counter but the padding attribute has its row */
+	BUILD_BUG_ON(ARRAY_SIZE(netblk_stat_fields) != NETBLK_S_MAX - 1);
+	netblk_core_read_stats(inst->core, &s);
+	nest = nla_nest_start(skb, NETBLK_A_STATS);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < ARRAY_SIZE(netblk_stat_fields); i++) {
+		const u64 *value = (const void *)&s + netblk_stat_fields[i].offset;
+
+		if (nla_put_u64_64bit(skb, netblk_stat_fields[i].attr, *value, NETBLK_S_PAD))
+			goto cancel;
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+
+cancel:
+	nla_nest_cancel(skb, nest);
+	return -EMSGSIZE;
+}
+
+
+static int netblk_put_allow(struct sk_buff *skb, const struct netblk_instance *inst)
+{
+	struct nlattr *nest;
+	u32 i;
+
+	if (!inst->nr_allow)
+		return 0;
+	nest = nla_nest_start(skb, NETBLK_A_ALLOW);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < inst->nr_allow; i++) {
+		if (nla_put(skb, NETBLK_A_ALLOW_PREFIX, sizeof(inst->allow[i]), &inst->allow[i])) {
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+/* The attributes that describe an instance, as START, LIST and events carry them. */
+int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
+			       unsigned int what)
+{
+	/* NULL once it has gone: its name as it was, no ifindex (it may be another's now) */
+	const struct net_device *nic = inst->nic;
+	u32 xdp_dropped = nic ? netblk_monitor_xdp_dropped(nic) : 0;
+
+	if (nla_put_string(skb, NETBLK_A_DEVICE, inst->device) ||
+	    nla_put_string(skb, NETBLK_A_DISK_NAME, inst->disk_name) ||
+	    (xdp_dropped && nla_put_u32(skb, NETBLK_A_XDP_DROPPED, xdp_dropped)) ||
+	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
+	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
+	    nla_put_string(skb, NETBLK_A_IFNAME, netblk_nic_name(inst)) ||
+	    (nic && nla_put_u32(skb, NETBLK_A_IFINDEX, nic->ifindex)) ||
+	    nla_put_string(skb, NETBLK_A_DRIVER, inst->driver) ||
+	    (inst->vlan && nla_put_u16(skb, NETBLK_A_VLAN, inst->vlan)) ||
+	    nla_put_in_addr(skb, NETBLK_A_ADDR, inst->addr) ||
+	    nla_put_u32(skb, NETBLK_A_MTU, inst->mtu) ||
+	    nla_put_u32(skb, NETBLK_A_CPU, inst->cpu) ||
+	    nla_put_u32(skb, NETBLK_A_POLL_US, inst->poll_us) ||
+	    nla_put_u64_64bit(skb, NETBLK_A_SIZE, inst->size_bytes, NETBLK_A_PAD) ||
+	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
+	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
+	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
+	    nla_put_u32(skb, NETBLK_A_SESSIONS, inst->sessions) ||
+	    nla_put_u32(skb, NETBLK_A_PER_SOURCE, inst->per_source) ||
+	    nla_put_u32(skb, NETBLK_A_AUTH, inst->auth) ||
+	    (inst->handoff && nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex)) ||
+	    nla_put_u32(skb, NETBLK_A_STATE, inst->state) ||
+	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS, netblk_instance_uptime_ms(inst),
+			      NETBLK_A_PAD) ||
+	    (inst->state == NETBLK_STATE_STOPPING &&
+	     nla_put_u64_64bit(skb, NETBLK_A_STOPPING_MS, netblk_instance_stopping_ms(inst),
+			       NETBLK_A_PAD)) ||
+	    nla_put_u32(skb, NETBLK_A_NIC_LOSS, inst->nic_loss) ||
+	    (inst->state == NETBLK_STATE_WAITING &&
+	     (nla_put_u64_64bit(skb, NETBLK_A_WAITING_MS, netblk_instance_waiting_ms(inst),
+				NETBLK_A_PAD) ||
+	      nla_put_string(skb, NETBLK_A_WAITING_FOR, inst->waiting_for))) ||
+	    netblk_put_allow(skb, inst))
+		return -EMSGSIZE;
+	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
+		return -EMSGSIZE;
+	if (what & NETBLK_PUT_LATENCY) {
+		struct netblk_latency_source src = { .core = inst->core };
+
+		if (netblk_put_latency(skb, &src))
+			return -EMSGSIZE;
+	}
+	return 0;
+}
+
+static int netblk_fill_instance(struct sk_buff *skb, const struct netblk_instance *inst,
+				u32 portid, u32 seq, int flags, u8 cmd, unsigned int what)
+{
+	void *hdr = genlmsg_put(skb, portid, seq, &netblk_family, flags, cmd);
+
+	if (!hdr)
+		return -EMSGSIZE;
+	if (netblk_put_instance(skb, inst, what)) {
+		genlmsg_cancel(skb, hdr);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(skb, hdr);
+	return 0;
+}
+
+/* ALLOW: the prefixes, checked further by the instance (instance.c). */
+static int netblk_parse_allow(struct genl_info *info, struct netblk_start_params *p)
+{
+	struct nlattr *nest = info->attrs[NETBLK_A_ALLOW], *a;
+	int rem;
+
+	if (!nest)
+		return 0;
+	nla_for_each_nested(a, nest, rem) {
+		if (nla_type(a) != NETBLK_A_ALLOW_PREFIX ||
+		    nla_len(a) != sizeof(struct netblk_prefix)) {
+			NL_SET_ERR_MSG_ATTR(info->extack, a, "ALLOW holds ALLOW_PREFIX entries only");
+			return -EINVAL;
+		}
+		if (p->nr_allow == NETBLK_ALLOW_MAX) {
+			NL_SET_ERR_MSG_FMT(info->extack, "allow= takes at most %u prefixes",
+					   NETBLK_ALLOW_MAX);
+			return -E2BIG;
+		}
+		memcpy(&p->allow[p->nr_allow++], nla_data(a), sizeof(struct netblk_prefix));
+	}
+	if (!p->nr_allow) {
+		NL_SET_ERR_MSG(info->extack, "allow= names no prefix");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int netblk_parse_start(struct genl_info *info, struct netblk_start_params *p)
+{
+	struct nlattr **a = info->attrs;
+
+	if (GENL_REQ_ATTR_CHECK(info, NETBLK_A_DEVICE) ||
+	    GENL_REQ_ATTR_CHECK(info, NETBLK_A_PORT))
+		return -EINVAL;
+	memset(p, 0, sizeof(*p));
+	nla_strscpy(p->device, a[NETBLK_A_DEVICE], sizeof(p->device));
+	p->port = nla_get_u16(a[NETBLK_A_PORT]);
+	p->read_only = nla_get_flag(a[NETBLK_A_READ_ONLY]);
+	if (a[NETBLK_A_IFNAME])
+		nla_strscpy(p->ifname, a[NETBLK_A_IFNAME], sizeof(p->ifname));
+	if (a[NETBLK_A_MTU]) {
+		p->has_mtu = true;
+		p->mtu = nla_get_u32(a[NETBLK_A_MTU]);
+	}
+	if (a[NETBLK_A_CPU]) {
+		p->has_cpu = true;
+		p->cpu = nla_get_u32(a[NETBLK_A_CPU]);
+	}
+	if (a[NETBLK_A_POLL_US])
+		p->poll_us = nla_get_u32(a[NETBLK_A_POLL_US]);
+	if (a[NETBLK_A_VLAN])
+		p->vlan = nla_get_u16(a[NETBLK_A_VLAN]);
+	p->nic_loss = a[NETBLK_A_NIC_LOSS] ? nla_get_u32(a[NETBLK_A_NIC_LOSS]) : NETBLK_NIC_LOSS_WAIT;
+	p->sessions = a[NETBLK_A_SESSIONS] ? nla_get_u32(a[NETBLK_A_SESSIONS]) :
+					     NETBLK_SESSIONS_DEFAULT;
+	p->per_source = a[NETBLK_A_PER_SOURCE] ? nla_get_u32(a[NETBLK_A_PER_SOURCE]) :
+						 min_t(u32, NETBLK_PER_SOURCE_DEFAULT, p->sessions);
+	if (p->per_source > p->sessions) {
+		NL_SET_ERR_MSG_FMT(info->extack,
+				   "per-source=%u is more than the instance's sessions=%u: lower it, or raise sessions=",
+				   p->per_source, p->sessions);
+		return -EINVAL;
+	}
+	if (a[NETBLK_A_KEY]) {
+		p->has_key = true;
+		nla_memcpy(p->key, a[NETBLK_A_KEY], sizeof(p->key));
+	}
+	p->auth = a[NETBLK_A_AUTH] ? nla_get_u32(a[NETBLK_A_AUTH]) :
+				     p->has_key ? NETBLK_AUTH_HEADER : NETBLK_AUTH_NONE;
+	if (p->has_key && p->auth == NETBLK_AUTH_NONE) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_AUTH],
+				    "a key with auth=none: say auth=header or auth=full, or give no key");
+		return -EINVAL;
+	}
+	if (!p->has_key && p->auth != NETBLK_AUTH_NONE) {
+		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_AUTH], "auth= needs a key: give key=FILE");
+		return -EINVAL;
+	}
+	return netblk_parse_allow(info, p);
+}
+
+int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
+{
+	struct netblk_start_params *params;
+	struct netblk_instance *inst;
+	struct sk_buff *reply = NULL;
+	int err;
+
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
+	params = kzalloc(sizeof(*params), GFP_KERNEL);
+	if (!params)
+		return -ENOMEM;
+	err = netblk_parse_start(info, params);
+	if (err)
+		goto out;
+	err = -ENOMEM;
+	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!reply)
+		goto out;
+
+	mutex_lock(&netblk_lock);
+	err = netblk_instance_start(params, info->extack, &inst);
+	if (err) {
+		mutex_unlock(&netblk_lock);
+		netblk_genl_notify_failed(params, err, info->extack ? info->extack->_msg : NULL);
+		goto out;
+	}
+	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
+		inst->device, inst->addr_dev->name, &inst->addr, inst->port,
+		netblk_core_max_io(inst->core), inst->cpu);
+	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
+	netblk_monitor_kick();	/* and from now on once a second */
+	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
+				   NETBLK_CMD_START, 0);
+	mutex_unlock(&netblk_lock);
+	if (!err) {
+		err = genlmsg_reply(reply, info);
+		reply = NULL;
+	}
+out:
+	nlmsg_free(reply);
+	kfree_sensitive(params);	/* it may hold a key */
+	return err;
+}
+
+/* The instances a STOP is for (@info NULL: all), each with a reference; NULL when none. */
+static struct netblk_instance **netblk_stop_targets(struct genl_info *info, u32 *n)
+{
+	struct netblk_instance **insts, *inst;
+	u32 count = 0;
+
+	lockdep_assert_held(&netblk_lock);
+	if (info && !info->attrs[NETBLK_A_ALL]) {
+		inst = netblk_instance_find(nla_get_u16(info->attrs[NETBLK_A_PORT]));
+		if (!inst)
+			return NULL;
+		insts = kmalloc(sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		insts[count++] = inst;
+	} else {
+		list_for_each_entry(inst, &netblk_instances, node)
+			count++;
+		insts = kmalloc_array(max(count, 1u), sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		count = 0;
+		list_for_each_entry(inst, &netblk_instances, node)
+			insts[count++] = inst;
+	}
+	for (*n = 0; *n < count; (*n)++)
+		kref_get(&insts[*n]->ref);
+	return insts;
+}
+
+/*
+ * The reaper may release the instance (its core with it) as soon as its
+ * drain ends, which may be right after the wait gave up: look at the core
+ * under netblk_lock, where release cannot run, and only if not released.
+ */
+static void netblk_warn_unload_wait(struct netblk_instance *inst)
+{
+	mutex_lock(&netblk_lock);
+	if (!inst->finished)
+		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
+			netblk_core_at_disk(inst->core), inst->device);
+	mutex_unlock(&netblk_lock);
+}
+
+/*
+ * Stop what a STOP names (every instance for rmmod, @info NULL): take their
+ * ports away at once, then wait for their disks without netblk_lock --
+ * @timeout jiffies in all, or as long as it takes for rmmod -- and release
+ * those that drained.  Those that did not are left stopping, announced once.
+ * 0 or an errno; *@released says how many were released, *@stopping how
+ * many were left stopping.
+ */
+static int netblk_stop_instances(struct genl_info *info, enum netblk_stop_reason reason,
+				 unsigned long timeout, u32 *released, u32 *stopping)
+{
+	unsigned long deadline = jiffies + timeout;
+	struct netblk_instance **insts;
+	u32 n, i;
+
+	*released = *stopping = 0;
+	mutex_lock(&netblk_lock);
+	insts = netblk_stop_targets(info, &n);
+	if (IS_ERR_OR_NULL(insts)) {
+		mutex_unlock(&netblk_lock);
+		return insts ? PTR_ERR(insts) : -ENOENT;
+	}
+	for (i = 0; i < n; i++)
+		netblk_instance_stop(insts[i], reason, NULL);
+	mutex_unlock(&netblk_lock);
+
+	for (i = 0; i < n; i++) {
+		if (info) {
+			netblk_instance_wait(insts[i], max_t(long, deadline - jiffies, 0));
+			continue;
+		}
+		/* rmmod: the disk may not be left with our bios; say what it waits for */
+		while (!netblk_instance_wait(insts[i], 10 * HZ))
+			netblk_warn_unload_wait(insts[i]);
+	}
+
+	mutex_lock(&netblk_lock);
+	for (i = 0; i < n; i++) {
+		if (netblk_instance_finish(insts[i])) {
+			(*released)++;
+			continue;
+		}
+		netblk_instance_linger(insts[i]);
+		(*stopping)++;
+	}
+	mutex_unlock(&netblk_lock);
+	for (i = 0; i < n; i++)
+		netblk_instance_put(insts[i]);
+	kfree(insts);
+	return 0;
+}
+
+void netblk_stop_all(enum netblk_stop_reason reason)
+{
+	u32 released, stopping;
+
+	netblk_stop_instances(NULL, reason, 0, &released, &stopping);
+}
+
+int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
+{
+	u32 released, stopping;
+	struct sk_buff *reply;
+	int err;
+
+	err = netblk_genl_admin(skb, info);
+	if (err)
+		return err;
+	if (!info->attrs[NETBLK_A_ALL] && !info->attrs[NETBLK_A_PORT]) {
+		NL_SET_ERR_MSG(info->extack, "name the instance to stop by its port, or all");
+		return -EINVAL;
+	}
+	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!reply)
+		return -ENOMEM;
+	err = netblk_stop_instances(info, NETBLK_REASON_ASKED, NETBLK_STOP_WAIT, &released,
+				    &stopping);
+	if (err == -ENOENT) {
+		nlmsg_free(reply);
+		NL_SET_ERR_MSG_FMT(info->extack, "no instance serves port %u (netblkctl list shows those that do)",
+				   nla_get_u16(info->attrs[NETBLK_A_PORT]));
+		return err;
+	}
+	if (err) {
+		nlmsg_free(reply);
+		return err;
+	}
+	return netblk_reply_counts(reply, info, NETBLK_CMD_STOP, released, &stopping);
+}
+
+/*
+ * One message per instance; cb->args[0] is how many instances were already
+ * sent, so a dump that spans several skbs resumes where it stopped.
+ */
+int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct netblk_instance *inst;
+	long index = 0, skip = cb->args[0];
+	int err = 0;
+
+	mutex_lock(&netblk_lock);
+	list_for_each_entry(inst, &netblk_instances, node) {
+		if (index++ < skip)
+			continue;
+		err = netblk_fill_instance(skb, inst, NETLINK_CB(cb->skb).portid,
+					   cb->nlh->nlmsg_seq, NLM_F_MULTI, NETBLK_CMD_LIST,
+					   NETBLK_PUT_STATS | NETBLK_PUT_LATENCY);
+		/*
+		 * An instance whose histogram does not fit even an empty skb
+		 * (a reader with a small receive buffer) is listed without it.
+		 */
+		if (err && index - 1 == skip)
+			err = netblk_fill_instance(skb, inst, NETLINK_CB(cb->skb).portid,
+						   cb->nlh->nlmsg_seq, NLM_F_MULTI,
+						   NETBLK_CMD_LIST, NETBLK_PUT_STATS);
+		if (err) {
+			index--;
+			break;
+		}
+	}
+	mutex_unlock(&netblk_lock);
+	cb->args[0] = index;
+	/* A full skb ends this part of the dump; the next call resumes. */
+	if (err && index > skip)
+		return skb->len;
+	return err ? err : skb->len;
+}
+
+/*
+ * netblkctl added netblk's XDP program again to a NIC whose driver dropped
+ * it (monitor.c): its waiting instances serve again.
+ */
+int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info)
+{
+	struct net_device *nic;
+	int err;
+
+	if (GENL_REQ_ATTR_CHECK(info, NETBLK_A_IFINDEX) ||
+	    GENL_REQ_ATTR_CHECK(info, NETBLK_A_XDP_DROPPED))
+		return -EINVAL;
+	nic = dev_get_by_index(&init_net, nla_get_u32(info->attrs[NETBLK_A_IFINDEX]));
+	if (!nic) {
+		NL_SET_ERR_MSG_ATTR(info->extack, info->attrs[NETBLK_A_IFINDEX],
+				    "no network interface has that ifindex");
+		return -ENODEV;
+	}
+	err = netblk_monitor_xdp_ready(nic, nla_get_u32(info->attrs[NETBLK_A_XDP_DROPPED]),
+				       info->extack);
+	dev_put(nic);
+	return err;
+}
