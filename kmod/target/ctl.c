@@ -340,109 +340,6 @@ out:
 	return err;
 }
 
-/* The instances a STOP is for (@info NULL: all), each with a reference; NULL when none. */
-static struct netblk_instance **netblk_stop_targets(struct genl_info *info, u32 *n)
-{
-	struct netblk_instance **insts, *inst;
-	u32 count = 0;
-
-	lockdep_assert_held(&netblk_lock);
-	if (info && !info->attrs[NETBLK_A_ALL]) {
-		inst = netblk_instance_find(nla_get_u16(info->attrs[NETBLK_A_PORT]));
-		if (!inst)
-			return NULL;
-		insts = kmalloc(sizeof(*insts), GFP_KERNEL);
-		if (!insts)
-			return ERR_PTR(-ENOMEM);
-		insts[count++] = inst;
-	} else {
-		list_for_each_entry(inst, &netblk_instances, node)
-			count++;
-		insts = kmalloc_array(max(count, 1u), sizeof(*insts), GFP_KERNEL);
-		if (!insts)
-			return ERR_PTR(-ENOMEM);
-		count = 0;
-		list_for_each_entry(inst, &netblk_instances, node)
-			insts[count++] = inst;
-	}
-	for (*n = 0; *n < count; (*n)++)
-		kref_get(&insts[*n]->ref);
-	return insts;
-}
-
-/*
- * The reaper may release the instance (its core with it) as soon as its
- * drain ends, which may be right after the wait gave up: look at the core
- * under netblk_lock, where release cannot run, and only if not released.
- */
-static void netblk_warn_unload_wait(struct netblk_instance *inst)
-{
-	mutex_lock(&netblk_lock);
-	if (!inst->finished)
-		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
-			netblk_core_at_disk(inst->core), inst->device);
-	mutex_unlock(&netblk_lock);
-}
-
-/*
- * Stop what a STOP names (every instance for rmmod, @info NULL): take their
- * ports away at once, then wait for their disks without netblk_lock --
- * @timeout jiffies in all, or as long as it takes for rmmod -- and release
- * those that drained.  Those that did not are left stopping, announced once.
- * 0 or an errno; *@released says how many were released, *@stopping how
- * many were left stopping.
- */
-static int netblk_stop_instances(struct genl_info *info, enum netblk_stop_reason reason,
-				 unsigned long timeout, u32 *released, u32 *stopping)
-{
-	unsigned long deadline = jiffies + timeout;
-	struct netblk_instance **insts;
-	u32 n, i;
-
-	*released = *stopping = 0;
-	mutex_lock(&netblk_lock);
-	insts = netblk_stop_targets(info, &n);
-	if (IS_ERR_OR_NULL(insts)) {
-		mutex_unlock(&netblk_lock);
-		return insts ? PTR_ERR(insts) : -ENOENT;
-	}
-	for (i = 0; i < n; i++)
-		netblk_instance_stop(insts[i], reason, NULL);
-	mutex_unlock(&netblk_lock);
-
-	for (i = 0; i < n; i++) {
-		if (info) {
-			netblk_instance_wait(insts[i], max_t(long, deadline - jiffies, 0));
-			continue;
-		}
-		/* rmmod: the disk may not be left with our bios; say what it waits for */
-		while (!netblk_instance_wait(insts[i], 10 * HZ))
-			netblk_warn_unload_wait(insts[i]);
-	}
-
-	mutex_lock(&netblk_lock);
-	for (i = 0; i < n; i++) {
-		if (netblk_instance_finish(insts[i])) {
-			(*released)++;
-			continue;
-		}
-		netblk_instance_linger(insts[i]);
-		(*stopping)++;
-	}
-	mutex_unlock(&netblk_lock);
-	for (i = 0; i < n; i++)
-		netblk_instance_put(insts[i]);
-	kfree(insts);
-	return 0;
-}
-
-void netblk_stop_all(enum netblk_stop_reason reason)
-{
-	u32 released, stopping;
-
-	netblk_stop_instances(NULL, reason, 0, &released, &stopping);
-}
-
 int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 {
 	u32 released, stopping;
@@ -459,8 +356,9 @@ int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info)
 	reply = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!reply)
 		return -ENOMEM;
-	err = netblk_stop_instances(info, NETBLK_REASON_ASKED, NETBLK_STOP_WAIT, &released,
-				    &stopping);
+	err = netblk_instances_stop(!!info->attrs[NETBLK_A_ALL],
+				    info->attrs[NETBLK_A_PORT] ? nla_get_u16(info->attrs[NETBLK_A_PORT]) : 0,
+				    NETBLK_REASON_ASKED, NETBLK_STOP_WAIT, &released, &stopping);
 	if (err == -ENOENT) {
 		nlmsg_free(reply);
 		NL_SET_ERR_MSG_FMT(info->extack, "no instance serves port %u (netblkctl list shows those that do)",

@@ -624,3 +624,116 @@ void netblk_instance_linger(struct netblk_instance *inst)
 	pr_warn("port %u %s\n", inst->port, msg);
 	netblk_genl_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
 }
+
+/* ---- stopping several: STOP, rmmod ---- */
+
+/* The instances a stop is for (@all, or @port's), each with a reference; NULL when none. */
+static struct netblk_instance **netblk_stop_targets(bool all, u16 port, u32 *n)
+{
+	struct netblk_instance **insts, *inst;
+	u32 count = 0;
+
+	lockdep_assert_held(&netblk_lock);
+	if (!all) {
+		inst = netblk_instance_find(port);
+		if (!inst)
+			return NULL;
+		insts = kmalloc(sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		insts[count++] = inst;
+	} else {
+		list_for_each_entry(inst, &netblk_instances, node)
+			count++;
+		insts = kmalloc_array(max(count, 1u), sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		count = 0;
+		list_for_each_entry(inst, &netblk_instances, node)
+			insts[count++] = inst;
+	}
+	for (*n = 0; *n < count; (*n)++)
+		kref_get(&insts[*n]->ref);
+	return insts;
+}
+
+/*
+ * The reaper may release the instance (its core with it) as soon as its
+ * drain ends, which may be right after the wait gave up: look at the core
+ * under netblk_lock, where release cannot run, and only if not released.
+ */
+static void netblk_warn_unload_wait(struct netblk_instance *inst)
+{
+	mutex_lock(&netblk_lock);
+	if (!inst->finished)
+		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
+			netblk_core_at_disk(inst->core), inst->device);
+	mutex_unlock(&netblk_lock);
+}
+
+/*
+ * Stop every instance (@all) or @port's: take their ports away at once,
+ * then wait for their disks without netblk_lock -- @timeout jiffies in all,
+ * or as long as it takes for rmmod (@unload) -- and release those that
+ * drained.  Those that did not are left stopping, announced once.  0 or an
+ * errno (-ENOENT: no instance serves @port); *@released says how many were
+ * released, *@stopping how many were left stopping.
+ */
+static int netblk_stop_instances(bool all, u16 port, bool unload, enum netblk_stop_reason reason,
+				 unsigned long timeout, u32 *released, u32 *stopping)
+{
+	unsigned long deadline = jiffies + timeout;
+	struct netblk_instance **insts;
+	u32 n, i;
+
+	*released = *stopping = 0;
+	mutex_lock(&netblk_lock);
+	insts = netblk_stop_targets(all, port, &n);
+	if (IS_ERR_OR_NULL(insts)) {
+		mutex_unlock(&netblk_lock);
+		return insts ? PTR_ERR(insts) : -ENOENT;
+	}
+	for (i = 0; i < n; i++)
+		netblk_instance_stop(insts[i], reason, NULL);
+	mutex_unlock(&netblk_lock);
+
+	for (i = 0; i < n; i++) {
+		if (!unload) {
+			netblk_instance_wait(insts[i], max_t(long, deadline - jiffies, 0));
+			continue;
+		}
+		/* rmmod: the disk may not be left with our bios; say what it waits for */
+		while (!netblk_instance_wait(insts[i], 10 * HZ))
+			netblk_warn_unload_wait(insts[i]);
+	}
+
+	mutex_lock(&netblk_lock);
+	for (i = 0; i < n; i++) {
+		if (netblk_instance_finish(insts[i])) {
+			(*released)++;
+			continue;
+		}
+		netblk_instance_linger(insts[i]);
+		(*stopping)++;
+	}
+	mutex_unlock(&netblk_lock);
+	for (i = 0; i < n; i++)
+		netblk_instance_put(insts[i]);
+	kfree(insts);
+	return 0;
+}
+
+/* STOP: every instance (@all) or @port's, waiting @timeout jiffies at most for their disks. */
+int netblk_instances_stop(bool all, u16 port, enum netblk_stop_reason reason,
+			  unsigned long timeout, u32 *released, u32 *stopping)
+{
+	return netblk_stop_instances(all, port, false, reason, timeout, released, stopping);
+}
+
+/* rmmod: every instance, waiting for their disks as long as they take. */
+void netblk_stop_all(enum netblk_stop_reason reason)
+{
+	u32 released, stopping;
+
+	netblk_stop_instances(true, 0, true, reason, 0, &released, &stopping);
+}

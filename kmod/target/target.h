@@ -170,6 +170,9 @@ u64 netblk_instance_stopping_ms(const struct netblk_instance *inst);
 void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why);
 void netblk_instance_resume(struct netblk_instance *inst);
 u64 netblk_instance_waiting_ms(const struct netblk_instance *inst);
+int netblk_instances_stop(bool all, u16 port, enum netblk_stop_reason reason,
+			  unsigned long timeout, u32 *released, u32 *stopping);
+void netblk_stop_all(enum netblk_stop_reason reason);
 
 /* nic.c */
 int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
@@ -234,9 +237,6 @@ void netblk_monitor_kick(void);
 u32 netblk_monitor_xdp_dropped(const struct net_device *nic);
 int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack);
 void netblk_monitor_xdp_added(const struct net_device *nic);
-
-/* ctl.c */
-void netblk_stop_all(enum netblk_stop_reason reason);
 
 /* genl.c */
 int netblk_genl_register(void);
