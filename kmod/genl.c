@@ -107,14 +107,23 @@ static const struct genl_ops netblk_ops[] = {
 
 int netblk_genl_register(void)
 {
+	int err;
+
 	/* the family is common/family.c's: the handlers put messages of it */
 	netblk_family.policy = netblk_policy;
 	netblk_family.ops = netblk_ops;
 	netblk_family.n_ops = ARRAY_SIZE(netblk_ops);
-	return genl_register_family(&netblk_family);
+	err = genl_register_family(&netblk_family);
+	if (err)
+		return err;
+	err = netblk_event_init();
+	if (err)
+		genl_unregister_family(&netblk_family);
+	return err;
 }
 
 void netblk_genl_unregister(void)
 {
+	netblk_event_exit();
 	genl_unregister_family(&netblk_family);
 }

@@ -319,13 +319,13 @@ int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	err = netblk_instance_start(params, info->extack, &inst);
 	if (err) {
 		mutex_unlock(&netblk_lock);
-		netblk_genl_notify_failed(params, err, info->extack ? info->extack->_msg : NULL);
+		netblk_target_notify_failed(params, err, info->extack ? info->extack->_msg : NULL);
 		goto out;
 	}
 	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
 		inst->device, inst->addr_dev->name, &inst->addr, inst->port,
 		netblk_core_max_io(inst->core), inst->cpu);
-	netblk_genl_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
+	netblk_target_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
 	netblk_monitor_kick();	/* and from now on once a second */
 	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
 				   NETBLK_CMD_START, 0);

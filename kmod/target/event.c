@@ -2,7 +2,9 @@
 /*
  * The server's events on the family's "events" multicast group: an instance
  * started, waits for its NIC, serves again, stops, failed to start, or its
- * disk failed a request.
+ * disk failed a request.  The instances raise them on their notifier chain
+ * (instance.c), which knows nothing of netlink; this listens on it.  Raised
+ * under netblk_lock, as they always were: nothing here takes it.
  */
 #include "target.h"
 #include "family.h"
@@ -37,17 +39,16 @@ static void netblk_event_send(struct sk_buff *skb, void *hdr)
 	genlmsg_multicast(&netblk_family, skb, 0, NETBLK_MCGRP_EVENTS, GFP_KERNEL);
 }
 
-void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
-			enum netblk_stop_reason reason, int err, const char *msg)
+static void netblk_event_instance(enum netblk_event event, const struct netblk_target_event *ev)
 {
 	struct sk_buff *skb;
 	void *hdr;
 
-	skb = netblk_event_new(event, err, msg, &hdr);
+	skb = netblk_event_new(event, ev->err, ev->msg, &hdr);
 	if (!skb)
 		return;
-	if ((reason && nla_put_u32(skb, NETBLK_A_REASON, reason)) ||
-	    netblk_put_instance(skb, inst, 0)) {
+	if ((ev->reason && nla_put_u32(skb, NETBLK_A_REASON, ev->reason)) ||
+	    netblk_put_instance(skb, ev->inst, 0)) {
 		nlmsg_free(skb);
 		return;
 	}
@@ -55,13 +56,13 @@ void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event ev
 }
 
 /* A START refused: what was asked, and the kernel's answer. */
-void netblk_genl_notify_failed(const struct netblk_start_params *p, int err,
-				      const char *msg)
+static void netblk_event_failed(const struct netblk_target_event *ev)
 {
+	const struct netblk_start_params *p = ev->params;
 	struct sk_buff *skb;
 	void *hdr;
 
-	skb = netblk_event_new(NETBLK_EVENT_FAILED, err, msg, &hdr);
+	skb = netblk_event_new(NETBLK_EVENT_FAILED, ev->err, ev->msg, &hdr);
 	if (!skb)
 		return;
 	if (nla_put_string(skb, NETBLK_A_DEVICE, p->device) ||
@@ -71,4 +72,30 @@ void netblk_genl_notify_failed(const struct netblk_start_params *p, int err,
 		return;
 	}
 	netblk_event_send(skb, hdr);
+}
+
+static int netblk_event_call(struct notifier_block *nb, unsigned long event, void *data)
+{
+	const struct netblk_target_event *ev = data;
+
+	if (ev->inst)
+		netblk_event_instance(event, ev);
+	else
+		netblk_event_failed(ev);
+	return NOTIFY_DONE;
+}
+
+static struct notifier_block netblk_event_notifier = {
+	.notifier_call = netblk_event_call,
+};
+
+/* Once the family is registered: the events have a group to go to. */
+int netblk_event_init(void)
+{
+	return netblk_target_register_notifier(&netblk_event_notifier);
+}
+
+void netblk_event_exit(void)
+{
+	netblk_target_unregister_notifier(&netblk_event_notifier);
 }

@@ -22,6 +22,7 @@
 #include <linux/file.h>
 #include <linux/module.h>
 #include <linux/net.h>
+#include <linux/notifier.h>
 #include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -41,6 +42,41 @@ module_param_named(leaked_slots, netblk_leaked_slots, ulong, 0444);
 MODULE_PARM_DESC(leaked_slots, "slots stopped instances did not get back (0 unless a bug)");
 module_param_named(leaked_frames, netblk_leaked_frames, ulong, 0444);
 MODULE_PARM_DESC(leaked_frames, "frames stopped instances did not release (0 unless a bug)");
+
+/*
+ * What happens to instances (enum netblk_event), for whoever listens: the
+ * netlink events group (event.c).  Raised under netblk_lock, so no listener
+ * may take it.
+ */
+static BLOCKING_NOTIFIER_HEAD(netblk_target_chain);
+
+int netblk_target_register_notifier(struct notifier_block *nb)
+{
+	return blocking_notifier_chain_register(&netblk_target_chain, nb);
+}
+
+void netblk_target_unregister_notifier(struct notifier_block *nb)
+{
+	blocking_notifier_chain_unregister(&netblk_target_chain, nb);
+}
+
+void netblk_target_notify(const struct netblk_instance *inst, enum netblk_event event,
+			  enum netblk_stop_reason reason, int err, const char *msg)
+{
+	struct netblk_target_event ev = {
+		.inst = inst, .reason = reason, .err = err, .msg = msg,
+	};
+
+	blocking_notifier_call_chain(&netblk_target_chain, event, &ev);
+}
+
+/* A START refused: what was asked, and why (@msg, the extack's, may be NULL). */
+void netblk_target_notify_failed(const struct netblk_start_params *p, int err, const char *msg)
+{
+	struct netblk_target_event ev = { .params = p, .err = err, .msg = msg };
+
+	blocking_notifier_call_chain(&netblk_target_chain, NETBLK_EVENT_FAILED, &ev);
+}
 
 struct netblk_instance *netblk_instance_find(u16 port)
 {
@@ -93,7 +129,7 @@ void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why)
 	}
 	strscpy(inst->waiting_for, why, sizeof(inst->waiting_for));
 	pr_info("port %u waits: %s\n", inst->port, why);
-	netblk_genl_notify(inst, NETBLK_EVENT_WAITING, 0, 0, why);
+	netblk_target_notify(inst, NETBLK_EVENT_WAITING, 0, 0, why);
 }
 
 /*
@@ -114,7 +150,7 @@ void netblk_instance_resume(struct netblk_instance *inst)
 	inst->state = NETBLK_STATE_SERVING;
 	inst->waiting_for[0] = '\0';
 	pr_info("port %u serves again: %s\n", inst->port, msg);
-	netblk_genl_notify(inst, NETBLK_EVENT_RESUMED, 0, 0, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_RESUMED, 0, 0, msg);
 	netblk_worker_kick(inst);
 }
 
@@ -591,7 +627,7 @@ bool netblk_instance_finish(struct netblk_instance *inst)
 		return true;
 	if (inst->state != NETBLK_STATE_STOPPING || !completion_done(&inst->drained))
 		return false;
-	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, inst->stop_reason, 0, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_STOPPED, inst->stop_reason, 0, msg);
 	if (msg)
 		pr_info("stopped serving %s on port %u: %s\n", inst->device, inst->port, msg);
 	else
@@ -622,7 +658,7 @@ void netblk_instance_linger(struct netblk_instance *inst)
 	snprintf(msg, sizeof(msg), "no longer serves, but %u requests are still at %s",
 		 netblk_core_at_disk(inst->core), inst->device);
 	pr_warn("port %u %s\n", inst->port, msg);
-	netblk_genl_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
 }
 
 /* ---- stopping several: STOP, rmmod ---- */

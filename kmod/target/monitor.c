@@ -189,7 +189,7 @@ static void netblk_announce_io_error(struct netblk_instance *inst)
 	inst->io_error_announced = jiffies;
 	snprintf(msg, sizeof(msg), "%s failed a request at offset %llu", inst->device,
 		 READ_ONCE(inst->io_error_offset));
-	netblk_genl_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
 }
 
 /*

@@ -174,6 +174,22 @@ int netblk_instances_stop(bool all, u16 port, enum netblk_stop_reason reason,
 			  unsigned long timeout, u32 *released, u32 *stopping);
 void netblk_stop_all(enum netblk_stop_reason reason);
 
+/* What an event says (instance.c's chain; the action is enum netblk_event). */
+struct netblk_target_event {
+	const struct netblk_instance *inst;		/* NULL: a START refused */
+	const struct netblk_start_params *params;	/* the refused START's */
+	enum netblk_stop_reason reason;
+	int err;
+	const char *msg;
+};
+
+struct notifier_block;
+int netblk_target_register_notifier(struct notifier_block *nb);
+void netblk_target_unregister_notifier(struct notifier_block *nb);
+void netblk_target_notify(const struct netblk_instance *inst, enum netblk_event event,
+			  enum netblk_stop_reason reason, int err, const char *msg);
+void netblk_target_notify_failed(const struct netblk_start_params *p, int err, const char *msg);
+
 /* nic.c */
 int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
 		    struct netlink_ext_ack *extack);
@@ -209,10 +225,9 @@ void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
-/* event.c */
-void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
-			enum netblk_stop_reason reason, int err, const char *msg);
-void netblk_genl_notify_failed(const struct netblk_start_params *p, int err, const char *msg);
+/* event.c: the events group listens on the instances' chain */
+int netblk_event_init(void);
+void netblk_event_exit(void);
 
 /* ctl.c: the server's commands, for genl.c's ops table */
 #define NETBLK_PUT_STATS	1u	/* what netblk_put_instance adds to the description */
