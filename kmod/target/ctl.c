@@ -325,8 +325,9 @@ int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
 		inst->device, inst->addr_dev->name, &inst->addr, inst->port,
 		netblk_core_max_io(inst->core), inst->cpu);
+	/* first: STARTED must not carry the reopens it forgets (XDP_DROPPED) */
+	netblk_monitor_started(inst);	/* the reaper looks at it once a second */
 	netblk_target_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);
-	netblk_monitor_kick();	/* and from now on once a second */
 	err = netblk_fill_instance(reply, inst, info->snd_portid, info->snd_seq, 0,
 				   NETBLK_CMD_START, 0);
 	mutex_unlock(&netblk_lock);

@@ -202,6 +202,38 @@ static void netblk_put_port(struct netblk_instance *inst)
 
 /* ---- the block device ---- */
 
+/* The reaper's work (monitor.c's), which each instance keeps to kick it by. */
+static struct delayed_work *netblk_reaper_work;
+
+void netblk_instance_set_reaper(struct delayed_work *reaper)
+{
+	netblk_reaper_work = reaper;
+}
+
+#ifdef NETBLK_HAVE_HOLDER_OPS
+/*
+ * A read-write instance's claim: the kernel tells the holder its disk is
+ * gone.  Called with bd_holder_lock held, which the holder must release.
+ */
+static void netblk_bdev_mark_dead(struct block_device *bdev, bool surprise)
+	__releases(&bdev->bd_holder_lock)
+{
+	struct netblk_instance *inst = bdev->bd_holder;
+
+	WRITE_ONCE(inst->bdev_dead, true);
+	mutex_unlock(&bdev->bd_holder_lock);
+	netblk_reaper_kick(inst);
+}
+
+static const struct blk_holder_ops netblk_holder_ops = {
+	.mark_dead = netblk_bdev_mark_dead,
+};
+#define NETBLK_HOLDER_OPS (&netblk_holder_ops)
+#else
+#define NETBLK_HOLDER_OPS NULL
+#endif
+
+
 static void netblk_bdev_error(const char *path, int err, bool read_only,
 			      struct netlink_ext_ack *extack)
 {
@@ -488,6 +520,7 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 {
 	kref_init(&inst->ref);
 	init_completion(&inst->drained);
+	inst->reaper = netblk_reaper_work;
 	inst->state = NETBLK_STATE_SERVING;
 	strscpy(inst->device, p->device, sizeof(inst->device));
 	inst->port = p->port;
@@ -499,20 +532,6 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	inst->nic_loss = p->nic_loss;
 	inst->nr_allow = p->nr_allow;
 	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
-}
-
-/*
- * Whether an instance serves or waits on @nic: netblkctl takes netblk's
- * program off a NIC where none does before a START.
- */
-static bool netblk_nic_served(const struct net_device *nic)
-{
-	struct netblk_instance *inst;
-
-	list_for_each_entry(inst, &netblk_instances, node)
-		if (inst->nic == nic && inst->state != NETBLK_STATE_STOPPING)
-			return true;
-	return false;
 }
 
 int netblk_instance_start(const struct netblk_start_params *p,
@@ -577,8 +596,6 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		inst->waiting_ns = inst->started_ns;
 		pr_info("port %u waits: %s\n", inst->port, inst->waiting_for);
 	}
-	if (!netblk_nic_served(inst->nic))
-		netblk_monitor_xdp_added(inst->nic);
 	list_add_tail(&inst->node, &netblk_instances);
 	*out = inst;
 	return 0;

@@ -19,6 +19,7 @@
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 #include <net/xdp.h>
 
 #include "core_api.h"
@@ -134,6 +135,7 @@ struct netblk_instance {
 	u64 pages_replaced;		/* worker only: a page the NIC still held */
 
 	/* monitor.c */
+	struct delayed_work *reaper;	/* the reaper's work (netblk_reaper_kick) */
 	bool bdev_dead;			/* the holder was told the disk is gone */
 	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, _TX_FAILED, _NIC_GONE */
 	u64 io_error_offset;		/* the last failed request's */
@@ -149,6 +151,31 @@ struct netblk_instance {
 static inline bool netblk_nic_gone(const struct netblk_instance *inst)
 {
 	return test_bit(NETBLK_NIC_GONE, &inst->flags);
+}
+
+/*
+ * Work was queued for the worker (a ring push, a release): wake it only if
+ * it is going to sleep.  A running worker finds the work on its next round,
+ * and a wakeup it does not need costs its pi_lock on every completion.  The
+ * barrier pairs with the one in netblk_worker_sleep(): either the worker
+ * sees the work, or the producer sees it idle.
+ */
+static inline void netblk_worker_kick(struct netblk_instance *inst)
+{
+	smp_mb();	/* the push before, worker_idle after: see above */
+	if (READ_ONCE(inst->worker_idle))
+		wake_up_process(inst->worker);
+}
+
+/*
+ * Something the reaper must look at (monitor.c): a NIC that fails every
+ * reply, a disk error, a drain that ended, a disk gone.  Through the work
+ * item the instance keeps, so that what runs below the reaper -- the
+ * worker, the disk's claim -- does not call up into it.  Any context.
+ */
+static inline void netblk_reaper_kick(struct netblk_instance *inst)
+{
+	mod_delayed_work(system_wq, inst->reaper, 0);
 }
 
 /* All instances, under netblk_lock. */
@@ -173,6 +200,7 @@ u64 netblk_instance_waiting_ms(const struct netblk_instance *inst);
 int netblk_instances_stop(bool all, u16 port, enum netblk_stop_reason reason,
 			  unsigned long timeout, u32 *released, u32 *stopping);
 void netblk_stop_all(enum netblk_stop_reason reason);
+void netblk_instance_set_reaper(struct delayed_work *reaper);
 
 /* What an event says (instance.c's chain; the action is enum netblk_event). */
 struct netblk_target_event {
@@ -221,7 +249,6 @@ int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 void netblk_buffers_unreg_rxq(struct netblk_instance *inst);
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
-void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
@@ -240,18 +267,12 @@ int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb);
 int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info);
 
 /* monitor.c */
-#ifdef NETBLK_HAVE_HOLDER_OPS
-extern const struct blk_holder_ops netblk_holder_ops;
-#define NETBLK_HOLDER_OPS (&netblk_holder_ops)
-#else
-#define NETBLK_HOLDER_OPS NULL
-#endif
 int netblk_monitor_init(void);
 void netblk_monitor_exit(void);
 void netblk_monitor_kick(void);
 u32 netblk_monitor_xdp_dropped(const struct net_device *nic);
 int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack);
-void netblk_monitor_xdp_added(const struct net_device *nic);
+void netblk_monitor_started(struct netblk_instance *inst);
 
 /* genl.c */
 int netblk_genl_register(void);

@@ -330,20 +330,6 @@ void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)
 /* ---- the thread ---- */
 
 /*
- * Work was queued for the worker (a ring push, a release): wake it only if
- * it is going to sleep.  A running worker finds the work on its next round,
- * and a wakeup it does not need costs its pi_lock on every completion.  The
- * barrier pairs with the one in netblk_worker_sleep(): either the worker
- * sees the work, or the producer sees it idle.
- */
-void netblk_worker_kick(struct netblk_instance *inst)
-{
-	smp_mb();	/* the push before, worker_idle after: see above */
-	if (READ_ONCE(inst->worker_idle))
-		wake_up_process(inst->worker);
-}
-
-/*
  * Sleep until kicked, or until the core's next retry is due.  The kick's
  * barrier pairs with the one here: either the worker sees the work, or the
  * producer sees it idle.
@@ -390,9 +376,9 @@ static void netblk_worker_check_nic(struct netblk_instance *inst)
 	/* the NIC fails every reply: the reaper stops the instance and says why */
 	if (unlikely(netblk_core_tx_failure(inst->core)) &&
 	    !test_and_set_bit(NETBLK_TX_FAILED, &inst->flags))
-		netblk_monitor_kick();
+		netblk_reaper_kick(inst);
 	if (unlikely(test_bit(NETBLK_IO_ERROR_PENDING, &inst->flags)))
-		netblk_monitor_kick();
+		netblk_reaper_kick(inst);
 }
 
 /* One round: submit under one plug, then answer in one transmit. */
@@ -441,7 +427,7 @@ static void netblk_worker_finish(struct netblk_instance *inst)
 	netblk_core_drop_queued(inst->core);
 	/* complete_all: every waiter, and completion_done() after them, sees it */
 	complete_all(&inst->drained);
-	netblk_monitor_kick();	/* the reaper releases it if no one waits */
+	netblk_reaper_kick(inst);	/* the reaper releases it if no one waits */
 }
 
 static bool netblk_worker_keep_polling(struct netblk_instance *inst, u64 *idle_since)
