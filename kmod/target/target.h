@@ -122,7 +122,7 @@ struct netblk_instance {
 	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */
 	bool polled;			/* REQ_POLLED: completions are polled, not interrupts */
 
-	/* worker.c: the slots' frame buffers */
+	/* xmit.c: the slots' frame buffers */
 	struct page **pages;
 	struct page **data_pages;	/* a gathered READ's (netblk_core_gather_page), or NULL */
 	unsigned int page_order;
@@ -242,12 +242,14 @@ int netblk_disk_init(struct netblk_instance *inst);
 void netblk_disk_exit(struct netblk_instance *inst);
 void netblk_disk_poll(struct netblk_instance *inst);
 
-/* worker.c */
+/* xmit.c */
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
 struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 void netblk_buffers_unreg_rxq(struct netblk_instance *inst);
+
+/* worker.c */
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
