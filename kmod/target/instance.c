@@ -345,7 +345,9 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
-		.shim = inst,
+		.disk = &netblk_disk_ops,
+		.transport = &netblk_xdp_ops,
+		.inst = inst,
 	};
 	int err;
 

@@ -23,7 +23,7 @@
 #include <net/xdp.h>
 
 #include "core_api.h"
-#include "shim_api.h"
+#include "target_ops.h"
 #include "netblk_genl.h"
 
 #define NETBLK_PORT_MIN		1024
@@ -238,11 +238,15 @@ int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *
 void netblk_handoff_destroy(struct netblk_instance *inst);
 
 /* disk.c */
+extern const struct netblk_target_disk_ops netblk_disk_ops;
 int netblk_disk_init(struct netblk_instance *inst);
 void netblk_disk_exit(struct netblk_instance *inst);
 void netblk_disk_poll(struct netblk_instance *inst);
 
 /* xmit.c */
+extern const struct netblk_target_transport_ops netblk_xdp_ops;
+u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
+			   struct netblk_piece *frags, u32 max);
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
 struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);

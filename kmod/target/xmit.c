@@ -200,14 +200,14 @@ static struct page *netblk_page_to_write(struct netblk_instance *inst, struct pa
 	return fresh;
 }
 
-u8 *netblk_shim_slot_buffer(struct netblk_instance *inst, u32 slot)
+static u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot)
 {
 	struct page *page = netblk_page_to_write(inst, &inst->pages[slot], inst->page_order);
 
 	return page ? (u8 *)page_address(page) + inst->frame_headroom : NULL;
 }
 
-u8 *netblk_shim_data_page(struct netblk_instance *inst, u32 slot)
+static u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot)
 {
 	struct page *page = netblk_page_to_write(inst, &inst->data_pages[slot], 0);
 
@@ -219,7 +219,7 @@ u8 *netblk_shim_data_page(struct netblk_instance *inst, u32 slot)
  * had: one no slot's reply is in (spare_lent) and the NIC is done with (its
  * reference gone), lent to the slot until the core says its reply went.
  */
-u8 *netblk_shim_reply_buffer(struct netblk_instance *inst, u32 slot)
+static u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot)
 {
 	unsigned int i;
 
@@ -233,7 +233,7 @@ u8 *netblk_shim_reply_buffer(struct netblk_instance *inst, u32 slot)
 	return NULL;
 }
 
-void netblk_shim_reply_done(struct netblk_instance *inst, u32 slot)
+static void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot)
 {
 	if (inst->spare_of[slot] < 0)
 		return;
@@ -276,8 +276,8 @@ static void netblk_frame_add_frag(struct xdp_frame *frame, u8 *data, u32 len)
 	frame->flags |= XDP_FLAGS_HAS_FRAGS;
 }
 
-u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
-			 int *error)
+static u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+			       int *error)
 {
 	struct xdp_frame *frames[NETBLK_TX_BATCH];
 	u32 nr, i;
@@ -319,7 +319,35 @@ u32 netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *t
 	return sent;
 }
 
-void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)
+static void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame)
 {
 	xdp_return_frame(frame);
 }
+
+/* A received multi-buffer frame's buffers after the first (the receive path's too). */
+u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
+			   struct netblk_piece *frags, u32 max)
+{
+	struct skb_shared_info *sinfo = xdp_get_shared_info_from_frame(frame);
+	u32 i;
+
+	for (i = 0; i < sinfo->nr_frags && i < max; i++) {
+		frags[i].data = skb_frag_address(&sinfo->frags[i]);
+		frags[i].len = skb_frag_size(&sinfo->frags[i]);
+	}
+	return sinfo->nr_frags;
+}
+
+/*
+ * The XDP transport, as the core reaches it (target_ops.h): frames received
+ * by netblk<port> (handoff.c), replies sent by ndo_xdp_xmit from here.
+ */
+const struct netblk_target_transport_ops netblk_xdp_ops = {
+	.slot_buffer = netblk_xdp_slot_buffer,
+	.data_page = netblk_xdp_data_page,
+	.reply_buffer = netblk_xdp_reply_buffer,
+	.reply_done = netblk_xdp_reply_done,
+	.transmit = netblk_xdp_transmit,
+	.frame_frags = netblk_xdp_frame_frags,
+	.free_frame = netblk_xdp_free_frame,
+};
