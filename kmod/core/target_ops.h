@@ -25,6 +25,7 @@ extern "C" {
 
 struct netblk_instance;
 struct netblk_piece;		/* core_api.h */
+struct netlink_ext_ack;
 
 #define NETBLK_GATHER_PAGES_MAX 16	/* a gathered READ's pages at most (read_datagrams_max) */
 
@@ -67,7 +68,10 @@ struct netblk_tx {
 	uint32_t frag_len;	/* bytes at @frag */
 };
 
-/* The transport: its buffers, its transmit, its received frames.  Worker context but free_frame. */
+/*
+ * The transport: its buffers, its transmit, its received frames (worker
+ * context but free_frame), and its life with the instance's.
+ */
 struct netblk_target_transport_ops {
 	/*
 	 * The first byte of slot @slot's own frame buffer, with room for the
@@ -110,6 +114,18 @@ struct netblk_target_transport_ops {
 				struct netblk_piece *frags, uint32_t max);
 	/* Release a received frame the core no longer needs.  Any context. */
 	void (*free_frame)(struct netblk_instance *inst, void *frame);
+
+	/*
+	 * The instance's, not the core's (target/instance.c; the unit tests'
+	 * fake has none).  init: its buffers, once the core exists; exit
+	 * undoes it, whatever init left.  open: frames arrive from here on,
+	 * the last step of a start; close: none arrives once it returns, the
+	 * first step of a stop.  Process context, under netblk_lock.
+	 */
+	int (*init)(struct netblk_instance *inst);
+	void (*exit)(struct netblk_instance *inst);
+	int (*open)(struct netblk_instance *inst, struct netlink_ext_ack *extack);
+	void (*close)(struct netblk_instance *inst);
 };
 
 #ifdef __cplusplus

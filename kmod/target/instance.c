@@ -346,7 +346,7 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
 		.disk = &netblk_disk_ops,
-		.transport = &netblk_xdp_ops,
+		.transport = inst->transport,
 		.inst = inst,
 	};
 	int err;
@@ -491,7 +491,7 @@ static void netblk_check_drained(struct netblk_instance *inst)
 /* What the port and the NIC give it: gone first when it stops. */
 static void netblk_instance_unhook(struct netblk_instance *inst)
 {
-	netblk_handoff_destroy(inst);
+	inst->transport->close(inst);
 }
 
 /* The rest, once nothing is at the disk. */
@@ -499,7 +499,7 @@ static void netblk_instance_release(struct netblk_instance *inst)
 {
 	netblk_worker_stop(inst);
 	netblk_check_drained(inst);
-	netblk_buffers_exit(inst);
+	inst->transport->exit(inst);
 	netblk_disk_exit(inst);
 	netblk_core_destroy(inst->core);
 	inst->core = NULL;
@@ -523,6 +523,7 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	kref_init(&inst->ref);
 	init_completion(&inst->drained);
 	inst->reaper = netblk_reaper_work;
+	inst->transport = &netblk_xdp_ops;
 	inst->state = NETBLK_STATE_SERVING;
 	strscpy(inst->device, p->device, sizeof(inst->device));
 	inst->port = p->port;
@@ -578,7 +579,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's bios");
 		goto fail;
 	}
-	err = netblk_buffers_init(inst);
+	err = inst->transport->init(inst);
 	if (err) {
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's frame buffers");
 		goto fail;
@@ -587,7 +588,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	if (err)
 		goto fail;
 	/* Last: from here on the NIC's program steers the port's frames to it. */
-	err = netblk_handoff_create(inst, extack);
+	err = inst->transport->open(inst, extack);
 	if (err)
 		goto fail;
 

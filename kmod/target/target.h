@@ -115,6 +115,7 @@ struct netblk_instance {
 	bool worker_idle;		/* asleep, or about to be: wake it */
 	bool worker_stop;		/* drain and leave: set by netblk_worker_drain() */
 	struct netblk_core *core;
+	const struct netblk_target_transport_ops *transport;	/* the XDP one */
 
 	/* disk.c */
 	struct netblk_io *ios;		/* a bio a slot */
@@ -243,10 +244,19 @@ int netblk_disk_init(struct netblk_instance *inst);
 void netblk_disk_exit(struct netblk_instance *inst);
 void netblk_disk_poll(struct netblk_instance *inst);
 
-/* xmit.c */
+/* xdp.c: the XDP transport's ops (handoff.c, xmit.c) */
 extern const struct netblk_target_transport_ops netblk_xdp_ops;
+
+/* xmit.c */
+u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot);
+u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot);
+u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot);
+void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot);
+u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+			int *error);
 u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
 			   struct netblk_piece *frags, u32 max);
+void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame);
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
 struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);

@@ -200,14 +200,14 @@ static struct page *netblk_page_to_write(struct netblk_instance *inst, struct pa
 	return fresh;
 }
 
-static u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot)
+u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot)
 {
 	struct page *page = netblk_page_to_write(inst, &inst->pages[slot], inst->page_order);
 
 	return page ? (u8 *)page_address(page) + inst->frame_headroom : NULL;
 }
 
-static u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot)
+u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot)
 {
 	struct page *page = netblk_page_to_write(inst, &inst->data_pages[slot], 0);
 
@@ -219,7 +219,7 @@ static u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot)
  * had: one no slot's reply is in (spare_lent) and the NIC is done with (its
  * reference gone), lent to the slot until the core says its reply went.
  */
-static u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot)
+u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot)
 {
 	unsigned int i;
 
@@ -233,7 +233,7 @@ static u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot)
 	return NULL;
 }
 
-static void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot)
+void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot)
 {
 	if (inst->spare_of[slot] < 0)
 		return;
@@ -276,8 +276,8 @@ static void netblk_frame_add_frag(struct xdp_frame *frame, u8 *data, u32 len)
 	frame->flags |= XDP_FLAGS_HAS_FRAGS;
 }
 
-static u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
-			       int *error)
+u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+			int *error)
 {
 	struct xdp_frame *frames[NETBLK_TX_BATCH];
 	u32 nr, i;
@@ -319,7 +319,7 @@ static u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk
 	return sent;
 }
 
-static void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame)
+void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame)
 {
 	xdp_return_frame(frame);
 }
@@ -337,17 +337,3 @@ u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
 	}
 	return sinfo->nr_frags;
 }
-
-/*
- * The XDP transport, as the core reaches it (target_ops.h): frames received
- * by netblk<port> (handoff.c), replies sent by ndo_xdp_xmit from here.
- */
-const struct netblk_target_transport_ops netblk_xdp_ops = {
-	.slot_buffer = netblk_xdp_slot_buffer,
-	.data_page = netblk_xdp_data_page,
-	.reply_buffer = netblk_xdp_reply_buffer,
-	.reply_done = netblk_xdp_reply_done,
-	.transmit = netblk_xdp_transmit,
-	.frame_frags = netblk_xdp_frame_frags,
-	.free_frame = netblk_xdp_free_frame,
-};

@@ -333,4 +333,9 @@ const netblk_target_transport_ops fake_transport_ops = {
 	.transmit = fake_transmit,
 	.frame_frags = fake_frame_frags,
 	.free_frame = fake_free_frame,
+	/* the instance's (target/instance.c): the core never calls them */
+	.init = nullptr,
+	.exit = nullptr,
+	.open = nullptr,
+	.close = nullptr,
 };
