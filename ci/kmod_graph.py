@@ -6,7 +6,10 @@
 A file A calls a file B when A's object leaves a symbol undefined that B's
 object defines (nm), so only direct calls and data references count: a
 call through an ops table, a work item or a notifier is no edge, which is
-how a lower layer hands events up.  Prints each file's callees, then every
+how a lower layer hands events up: the server's core reaches its disk and
+transport through target_ops.h's tables, the instances raise their events
+on a notifier chain (target/instance.c) and kick the reaper by the work
+item each keeps.  Prints each file's callees, then every
 circle (a strongly connected set of two or more files); exits 1 if there
 is one.  Run it after a build of the module (`make bench-module`).
 """

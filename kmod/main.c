@@ -3,7 +3,7 @@
  * netblk: serve a block device over UDP without the CPU copying the data.
  *
  * Module entry and exit.  Instances are started and stopped over generic
- * netlink (genl.c); unloading stops every one first.
+ * netlink (genl.c, target/ctl.c); unloading stops every one first.
  */
 #include "target/target.h"
 #include "host/host.h"

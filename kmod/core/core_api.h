@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The C face of the C++ core: what the shim (kernel C) calls.  An instance's
- * core holds everything of it that needs no kernel: its geometry, its slot
- * table and rings, the logic of the receive path and the worker, its
- * counters and its service-time histogram.  It reaches the kernel only
- * through the shim functions of shim_api.h.
+ * The C face of the C++ core: what the server's kernel C (kmod/target/)
+ * calls.  An instance's core holds everything of it that needs no kernel:
+ * its geometry, its slot table and rings, the logic of the receive path and
+ * the worker, its counters and its service-time histogram.  It reaches the
+ * kernel only through the ops tables of target_ops.h it is created with.
  */
 #ifndef NETBLK_CORE_API_H
 #define NETBLK_CORE_API_H
@@ -27,7 +27,9 @@ extern "C" {
 #define NETBLK_TX_BATCH 64	/* replies handed to the NIC in one transmit */
 
 struct netblk_core;
-struct netblk_instance;		/* the shim's; passed back to shim functions */
+struct netblk_instance;		/* the kernel side's; passed back to its ops */
+struct netblk_target_disk_ops;	/* target_ops.h */
+struct netblk_target_transport_ops;
 
 /*
  * Why a frame is dropped unanswered: nb::drop_reason (protocol.h), for C;
@@ -89,7 +91,10 @@ struct netblk_core_config {
 	uint8_t keyed;			/* accept only datagrams tagged with key */
 	uint8_t auth_data;		/* auth=full: the tag covers the data too */
 	uint8_t key[NETBLK_KEY_SIZE];
-	struct netblk_instance *shim;
+	/* what it reaches the kernel by (target_ops.h), and the instance they are called with */
+	const struct netblk_target_disk_ops *disk;
+	const struct netblk_target_transport_ops *transport;
+	struct netblk_instance *inst;
 };
 
 /*
@@ -159,7 +164,7 @@ struct netblk_piece {
  * A frame the XDP program steered to the instance: @data is its first
  * (Ethernet) byte, *@len the length of its first buffer, and @frags its
  * @nr_frags others (NULL and 0 for a frame of one buffer).  @frame is the
- * shim's handle, kept in the slot when the verdict is KEPT.  A REPLY is
+ * transport's handle, kept in the slot when the verdict is KEPT.  A REPLY is
  * *@len bytes at @data: the first buffer's, never the others.
  */
 enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cpu,
@@ -169,12 +174,12 @@ enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cp
 /* How many of the refusals the receive path sent the NIC took. */
 void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,
 			 uint32_t dropped);
-/* A frame the shim dropped before the core saw it (in more than NETBLK_FRAGS_MAX + 1 buffers). */
+/* A frame the transport dropped unseen (in more than NETBLK_FRAGS_MAX + 1 buffers). */
 void netblk_core_rx_drop(struct netblk_core *core, uint32_t cpu, enum netblk_drop_reason why);
 
 /* ---- the worker (one kernel thread an instance) ---- */
 
-/* Send what is queued to the disk (the shim holds a plug around it). */
+/* Send what is queued to the disk (the worker holds a plug around it). */
 uint32_t netblk_core_submit(struct netblk_core *core, uint64_t now_ns);
 /*
  * Answer what the disk has finished, in one transmit, and send again what

@@ -4,7 +4,7 @@
 
 namespace nb {
 
-/* Linux errno values the core returns to the shim. */
+/* Linux errno values the core returns to the kernel side. */
 constexpr int err_nomem = 12;
 constexpr int err_inval = 22;
 
@@ -69,7 +69,9 @@ int engine::init(const netblk_core_config &config)
 	/* a datagram's data must lie in one data page: max_io must divide it */
 	if (config.gather_page && config.gather_page % geo_.max_io == 0)
 		gather_page_ = config.gather_page;
-	shim_ = config.shim;
+	inst_ = config.inst;
+	disk_ = config.disk;
+	transport_ = config.transport;
 	auth_.keyed = config.keyed;
 	auth_.data = config.auth_data;
 	auth_.key = siphash_key_from_bytes(config.key);
@@ -611,7 +613,7 @@ void engine::copy_payload(const slot &s, u8 *to)
 	frame_bytes bytes = { s.payload, s.head_payload, frags, 0, 0 };
 
 	if (s.frags)
-		bytes.nr_frags = netblk_shim_frame_frags(shim_, s.frame, (netblk_piece *)frags,
+		bytes.nr_frags = transport_->frame_frags(inst_, s.frame, (netblk_piece *)frags,
 							 NETBLK_FRAGS_MAX);
 	copy_from_frame(to, bytes, 0, s.request.length);
 }
@@ -621,7 +623,7 @@ void engine::let_go_frame(slot &s)
 {
 	if (!s.frame)
 		return;
-	netblk_shim_free_frame(shim_, s.frame);
+	transport_->free_frame(inst_, s.frame);
 	s.frame = nullptr;
 	add_once(worker_.frames_released, 1);
 }
@@ -638,7 +640,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 		 * (misaligned for it, or in several buffers): the cases the
 		 * CPU copies, counted.
 		 */
-		u8 *buffer = netblk_shim_slot_buffer(shim_, index);
+		u8 *buffer = transport_->slot_buffer(inst_, index);
 
 		if (!buffer) {
 			add_once(worker_.no_buffer, 1);
@@ -655,7 +657,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 			s.payload = data;
 		}
 	}
-	return netblk_shim_submit_io(shim_, index, NETBLK_IO_WRITE, s.request.offset, data, len,
+	return disk_->submit_io(inst_, index, NETBLK_IO_WRITE, s.request.offset, data, len,
 				     s.request.flags & flag_fua, may_block);
 }
 
@@ -665,7 +667,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
  */
 int engine::start_read(u32 index, slot &s, bool may_block)
 {
-	s.reply_at = netblk_shim_slot_buffer(shim_, index);
+	s.reply_at = transport_->slot_buffer(inst_, index);
 	if (!s.reply_at) {
 		add_once(worker_.no_buffer, 1);
 		answer_now(index, status_eagain);
@@ -676,7 +678,7 @@ int engine::start_read(u32 index, slot &s, bool may_block)
 		answer_now(index, status_ok);
 		return 0;
 	}
-	return netblk_shim_submit_io(shim_, index, NETBLK_IO_READ, s.request.offset,
+	return disk_->submit_io(inst_, index, NETBLK_IO_READ, s.request.offset,
 				     s.reply_at + reply_headroom_, s.request.length, 0, may_block);
 }
 
@@ -704,7 +706,7 @@ int engine::start_gathered_read(u32 index, slot &s, bool may_block)
 	u32 count = slots_of(s), at = index;
 
 	for (u32 p = 0; p < nr; p++, at = slots_[at].next) {
-		pages[p] = netblk_shim_data_page(shim_, at);
+		pages[p] = transport_->data_page(inst_, at);
 		if (!pages[p]) {
 			add_once(worker_.no_buffer, 1);
 			answer_now(index, status_eagain);
@@ -716,7 +718,7 @@ int engine::start_gathered_read(u32 index, slot &s, bool may_block)
 		slots_[at].payload = pages[i / per_page] + (i % per_page) * geo_.max_io;
 		slots_[at].scattered = true;
 	}
-	return netblk_shim_submit_read_pages(shim_, index, s.request.offset, pages, nr,
+	return disk_->submit_read_pages(inst_, index, s.request.offset, pages, nr,
 					     s.read_len, may_block);
 }
 
@@ -734,12 +736,12 @@ int engine::start_op(u32 index, slot &s, bool may_block)
 		return start_write(index, s, may_block);
 	case op_trim:
 	case op_write_zeroes:
-		return netblk_shim_submit_io(shim_, index,
+		return disk_->submit_io(inst_, index,
 					     s.request.op == op_trim ? NETBLK_IO_DISCARD :
 								       NETBLK_IO_WRITE_ZEROES,
 					     s.request.offset, nullptr, s.request.length, 0, may_block);
 	default: /* op_flush */
-		return netblk_shim_submit_io(shim_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
+		return disk_->submit_io(inst_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
 					     may_block);
 	}
 }
@@ -860,7 +862,7 @@ void engine::release(u32 index)
 	}
 	if (s.lent) {
 		s.lent = false;
-		netblk_shim_reply_done(shim_, index);
+		transport_->reply_done(inst_, index);
 	}
 	add_once(worker_.replied, 1);
 	give_back(index);
@@ -872,7 +874,7 @@ void engine::release_unsent(u32 index)
 	slot &s = slots_[index];
 
 	if (s.frame)
-		netblk_shim_free_frame(shim_, s.frame);
+		transport_->free_frame(inst_, s.frame);
 	release(index);
 }
 
@@ -911,7 +913,7 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	if (s.frags) {
 		let_go_frame(s);
 		if (!s.reply_at)
-			s.reply_at = netblk_shim_slot_buffer(shim_, index);
+			s.reply_at = transport_->slot_buffer(inst_, index);
 	}
 	/*
 	 * A gathered READ's datagrams: the headers in the slot's own buffer,
@@ -919,11 +921,11 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	 */
 	if (s.request.op == op_read && !s.reply_at) {
 		s.scattered = s.scattered && s.status == status_ok;
-		s.reply_at = netblk_shim_slot_buffer(shim_, index);
+		s.reply_at = transport_->slot_buffer(inst_, index);
 	}
 	if (!s.reply_at) {
 		/* no buffer of the slot's own could be had: EAGAIN, headers alone */
-		s.reply_at = netblk_shim_reply_buffer(shim_, index);
+		s.reply_at = transport_->reply_buffer(inst_, index);
 		if (!s.reply_at) {
 			drop_reply(index);
 			return false;
@@ -1029,7 +1031,7 @@ void engine::tx_rearm()
 void engine::transmit(netblk_tx *batch, u32 n, u64 now_ns)
 {
 	int error = 0;
-	u32 sent = netblk_shim_transmit(shim_, batch, n, &error);
+	u32 sent = transport_->transmit(inst_, batch, n, &error);
 
 	add_once(worker_.tx_batches, 1);
 	add_once(worker_.frames_tx, sent);
@@ -1208,7 +1210,7 @@ void engine::drop_queued()
 			u32 next = s.next;
 
 			if (s.frame)
-				netblk_shim_free_frame(shim_, s.frame);
+				transport_->free_frame(inst_, s.frame);
 			add_once(worker_.dropped_on_stop, 1);
 			add_once(worker_.submitted, 1);
 			add_once(worker_.reaped, 1);

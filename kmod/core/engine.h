@@ -20,7 +20,7 @@
  *
  * A READ answered in several datagrams takes a slot for each, chained from
  * its first, which alone travels the requests ring and is admitted; then
- * each datagram goes to the disk on its own, or, where the shim can send a
+ * each datagram goes to the disk on its own, or, where the transport can send a
  * frame's data from a second buffer (gather_page), the first for them all,
  * one I/O into data pages: the disk sees one command where it would see
  * one a datagram.  The disk's answer brings them all to reply()
@@ -42,7 +42,7 @@
 #include "protocol.h"
 #include "ring.h"
 #include "session.h"
-#include "shim_api.h"
+#include "target_ops.h"
 
 namespace nb {
 
@@ -60,7 +60,7 @@ struct slot_fields {
 	u16 status;		/* the disk's answer */
 	u8 tries;		/* times the disk answered it "again" */
 	bool copy;		/* WRITE payload the disk cannot take in place */
-	bool lent;		/* its reply is in a buffer the shim lent it */
+	bool lent;		/* its reply is in a buffer the transport lent it */
 	bool without_disk;	/* answered by the worker: a duplicate, a refusal, a session */
 	bool windowed;		/* started in its session's replay window: its status goes there */
 	bool frags;		/* its frame is in several buffers: never the reply */
@@ -231,7 +231,10 @@ private:
 	u32 gather_page_ = 0;	/* netblk_core_config.gather_page */
 	u64 local_mac_ = 0;	/* the NIC's address in the low 48 bits: set_link() */
 	u32 link_mtu_ = 0;
-	netblk_instance *shim_ = nullptr;
+	/* what it reaches the kernel by (target_ops.h): one indirect call each */
+	netblk_instance *inst_ = nullptr;
+	const netblk_target_disk_ops *disk_ = nullptr;
+	const netblk_target_transport_ops *transport_ = nullptr;
 	auth_config auth_ = {};
 
 	slot *slots_ = nullptr;

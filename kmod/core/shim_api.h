@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * The plain C functions the C++ core needs from the kernel, implemented by
- * the target (kmod/target/) in the module and by a fake with an in-memory disk
- * and NIC in the unit tests (tests/unit/fake_shim.cpp).
+ * The plain C functions any C++ core -- the server's and the client's --
+ * needs from the kernel: its allocator (common/core_glue.c; the unit tests'
+ * calloc), and the ops a disk does.  What the server's core needs of its
+ * disk and its transport is target_ops.h's, reached through ops tables.
  */
 #ifndef NETBLK_SHIM_API_H
 #define NETBLK_SHIM_API_H
@@ -15,9 +16,6 @@ extern "C" {
 #include <linux/types.h>
 #endif
 
-struct netblk_instance;
-struct netblk_piece;		/* core_api.h */
-
 /* Zeroed memory, or NULL; may sleep.  Only called when an instance starts. */
 void *netblk_shim_alloc(size_t size);
 void netblk_shim_free(void *p);
@@ -29,90 +27,6 @@ enum netblk_io_op {
 	NETBLK_IO_DISCARD,
 	NETBLK_IO_WRITE_ZEROES,
 };
-
-/*
- * Start slot @slot's disk I/O: READ into, or WRITE from, @len bytes at @data
- * (a buffer inside a frame: no copy), FLUSH, or DISCARD or WRITE_ZEROES of
- * @len bytes at @offset (@data NULL for these three).  @fua: the write
- * must reach stable media.  @may_block: submit it so that the disk may make
- * the worker wait (no REQ_NOWAIT), for an I/O the disk keeps answering
- * "again" otherwise.  Its end is reported by netblk_core_complete(),
- * possibly before this returns.  A non-zero return means it was not started
- * and no completion will come.  Worker context.
- */
-int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
-			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block);
-
-/*
- * Start slot @slot's READ of @len bytes at @offset into the @nr pages whose
- * first bytes @pages names, in order, each netblk_core_config.gather_page
- * bytes and filled whole but for the last: one disk I/O for a READ answered
- * in several datagrams (a gathered READ).  As netblk_shim_submit_io()
- * otherwise.  Worker context.
- */
-#define NETBLK_GATHER_PAGES_MAX 16	/* a gathered READ's pages at most (read_datagrams_max) */
-int netblk_shim_submit_read_pages(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
-				  uint8_t *const *pages, uint32_t nr, uint32_t len, int may_block);
-
-/*
- * The first byte of slot @slot's data page, which a gathered READ reads
- * into and its datagrams send their data from as a second buffer of their
- * frames: gather_page bytes no frame still in the NIC holds, or NULL when
- * none can be had now.  Worker context.
- */
-uint8_t *netblk_shim_data_page(struct netblk_instance *inst, uint32_t slot);
-
-/*
- * The first byte of slot @slot's own frame buffer, with room for the reply
- * headroom's bytes of headers (96, or 100 with a VLAN tag) and max_io bytes
- * of data after it, the disk may DMA into at the headroom; NULL when none
- * can be had now.  Worker context.
- */
-uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot);
-
-/*
- * A buffer for a reply of headers alone (EAGAIN) when the slot's own buffer
- * cannot be had: the first byte of a frame with room for its headers, lent to
- * the slot until netblk_shim_reply_done(), or NULL when none is free either.
- * Worker context.
- */
-uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot);
-/* The reply in the slot's lent buffer went to the NIC, or was dropped. */
-void netblk_shim_reply_done(struct netblk_instance *inst, uint32_t slot);
-
-/*
- * A reply ready to go: a received frame rewritten in place, or a buffer of
- * the shim's -- with, for a gathered READ's datagram, its data in a second
- * buffer, inside a data page.
- */
-struct netblk_tx {
-	void *frame;		/* the received frame it is, or NULL: a buffer of the shim's */
-	uint8_t *data;		/* its first byte */
-	uint8_t *frag;		/* its data, in a data page, or NULL: all of it is at @data */
-	uint32_t slot;
-	uint32_t len;		/* bytes from the first byte */
-	uint32_t frag_len;	/* bytes at @frag */
-};
-
-/*
- * Hand @n replies to the NIC in one transmit with one flush.  Returns how
- * many it took -- always the first ones; received frames it did not take are
- * still the caller's (to send again or free), the shim's own buffers are
- * free again.  *@error is the NIC's error (a negative errno) when it failed
- * the transmit, 0 when it merely had no room.  Worker context.
- */
-uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
-			      uint32_t n, int *error);
-
-/*
- * The buffers after the first of a received multi-buffer frame, at most @max
- * of them into @frags: how many there are.  Worker context.
- */
-uint32_t netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
-				 struct netblk_piece *frags, uint32_t max);
-
-/* Release a received frame the core no longer needs.  Any context. */
-void netblk_shim_free_frame(struct netblk_instance *inst, void *frame);
 
 #ifdef __cplusplus
 }

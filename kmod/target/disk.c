@@ -130,8 +130,8 @@ static void netblk_io_submit(struct netblk_io *io, u64 offset)
 	submit_bio(&io->bio);
 }
 
-int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
-			  u64 offset, u8 *data, u32 len, int fua, int may_block)
+static int netblk_disk_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
+				 u64 offset, u8 *data, u32 len, int fua, int may_block)
 {
 	struct netblk_io *io = &inst->ios[slot];
 	struct bio *bio = &io->bio;
@@ -181,8 +181,8 @@ int netblk_shim_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io
  * it is (no bvec starts or ends inside a virtual boundary), split only
  * by the queue's size limits.
  */
-int netblk_shim_submit_read_pages(struct netblk_instance *inst, u32 slot, u64 offset,
-				  u8 *const *pages, u32 nr, u32 len, int may_block)
+static int netblk_disk_submit_read_pages(struct netblk_instance *inst, u32 slot, u64 offset,
+					 u8 *const *pages, u32 nr, u32 len, int may_block)
 {
 	struct netblk_io *io = &inst->ios[slot];
 	struct bio *bio = &io->bio;
@@ -202,6 +202,12 @@ int netblk_shim_submit_read_pages(struct netblk_instance *inst, u32 slot, u64 of
 	netblk_io_submit(io, offset);
 	return 0;
 }
+
+/* What the core submits by (target_ops.h). */
+const struct netblk_target_disk_ops netblk_disk_ops = {
+	.submit_io = netblk_disk_submit_io,
+	.submit_read_pages = netblk_disk_submit_read_pages,
+};
 
 /*
  * Reap polled completions: every polled bio in flight, since they may be on

@@ -20,19 +20,6 @@ struct netblk_handoff {
 	struct netblk_instance *inst;
 };
 
-u32 netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
-			    struct netblk_piece *frags, u32 max)
-{
-	struct skb_shared_info *sinfo = xdp_get_shared_info_from_frame(frame);
-	u32 i;
-
-	for (i = 0; i < sinfo->nr_frags && i < max; i++) {
-		frags[i].data = skb_frag_address(&sinfo->frags[i]);
-		frags[i].len = skb_frag_size(&sinfo->frags[i]);
-	}
-	return sinfo->nr_frags;
-}
-
 /*
  * A refusal of a multi-buffer frame: its headers go out in a page of their
  * own, since the frame would take its other buffers along.  The CPU copies
@@ -98,7 +85,7 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 
 		/* a jumbo datagram in several buffers (xdp.frags) */
 		if (unlikely(xdp_frame_has_frags(frame))) {
-			nr_frags = netblk_shim_frame_frags(inst, frame, frags, NETBLK_FRAGS_MAX);
+			nr_frags = netblk_xdp_frame_frags(inst, frame, frags, NETBLK_FRAGS_MAX);
 			if (nr_frags > NETBLK_FRAGS_MAX) {
 				netblk_core_rx_drop(inst->core, cpu, NETBLK_DROP_MULTIBUFFER);
 				xdp_return_frame(frame);

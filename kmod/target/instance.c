@@ -22,6 +22,7 @@
 #include <linux/file.h>
 #include <linux/module.h>
 #include <linux/net.h>
+#include <linux/notifier.h>
 #include <linux/random.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -41,6 +42,41 @@ module_param_named(leaked_slots, netblk_leaked_slots, ulong, 0444);
 MODULE_PARM_DESC(leaked_slots, "slots stopped instances did not get back (0 unless a bug)");
 module_param_named(leaked_frames, netblk_leaked_frames, ulong, 0444);
 MODULE_PARM_DESC(leaked_frames, "frames stopped instances did not release (0 unless a bug)");
+
+/*
+ * What happens to instances (enum netblk_event), for whoever listens: the
+ * netlink events group (event.c).  Raised under netblk_lock, so no listener
+ * may take it.
+ */
+static BLOCKING_NOTIFIER_HEAD(netblk_target_chain);
+
+int netblk_target_register_notifier(struct notifier_block *nb)
+{
+	return blocking_notifier_chain_register(&netblk_target_chain, nb);
+}
+
+void netblk_target_unregister_notifier(struct notifier_block *nb)
+{
+	blocking_notifier_chain_unregister(&netblk_target_chain, nb);
+}
+
+void netblk_target_notify(const struct netblk_instance *inst, enum netblk_event event,
+			  enum netblk_stop_reason reason, int err, const char *msg)
+{
+	struct netblk_target_event ev = {
+		.inst = inst, .reason = reason, .err = err, .msg = msg,
+	};
+
+	blocking_notifier_call_chain(&netblk_target_chain, event, &ev);
+}
+
+/* A START refused: what was asked, and why (@msg, the extack's, may be NULL). */
+void netblk_target_notify_failed(const struct netblk_start_params *p, int err, const char *msg)
+{
+	struct netblk_target_event ev = { .params = p, .err = err, .msg = msg };
+
+	blocking_notifier_call_chain(&netblk_target_chain, NETBLK_EVENT_FAILED, &ev);
+}
 
 struct netblk_instance *netblk_instance_find(u16 port)
 {
@@ -93,7 +129,7 @@ void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why)
 	}
 	strscpy(inst->waiting_for, why, sizeof(inst->waiting_for));
 	pr_info("port %u waits: %s\n", inst->port, why);
-	netblk_genl_notify(inst, NETBLK_EVENT_WAITING, 0, 0, why);
+	netblk_target_notify(inst, NETBLK_EVENT_WAITING, 0, 0, why);
 }
 
 /*
@@ -114,7 +150,7 @@ void netblk_instance_resume(struct netblk_instance *inst)
 	inst->state = NETBLK_STATE_SERVING;
 	inst->waiting_for[0] = '\0';
 	pr_info("port %u serves again: %s\n", inst->port, msg);
-	netblk_genl_notify(inst, NETBLK_EVENT_RESUMED, 0, 0, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_RESUMED, 0, 0, msg);
 	netblk_worker_kick(inst);
 }
 
@@ -165,6 +201,38 @@ static void netblk_put_port(struct netblk_instance *inst)
 }
 
 /* ---- the block device ---- */
+
+/* The reaper's work (monitor.c's), which each instance keeps to kick it by. */
+static struct delayed_work *netblk_reaper_work;
+
+void netblk_instance_set_reaper(struct delayed_work *reaper)
+{
+	netblk_reaper_work = reaper;
+}
+
+#ifdef NETBLK_HAVE_HOLDER_OPS
+/*
+ * A read-write instance's claim: the kernel tells the holder its disk is
+ * gone.  Called with bd_holder_lock held, which the holder must release.
+ */
+static void netblk_bdev_mark_dead(struct block_device *bdev, bool surprise)
+	__releases(&bdev->bd_holder_lock)
+{
+	struct netblk_instance *inst = bdev->bd_holder;
+
+	WRITE_ONCE(inst->bdev_dead, true);
+	mutex_unlock(&bdev->bd_holder_lock);
+	netblk_reaper_kick(inst);
+}
+
+static const struct blk_holder_ops netblk_holder_ops = {
+	.mark_dead = netblk_bdev_mark_dead,
+};
+#define NETBLK_HOLDER_OPS (&netblk_holder_ops)
+#else
+#define NETBLK_HOLDER_OPS NULL
+#endif
+
 
 static void netblk_bdev_error(const char *path, int err, bool read_only,
 			      struct netlink_ext_ack *extack)
@@ -277,7 +345,9 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
-		.shim = inst,
+		.disk = &netblk_disk_ops,
+		.transport = inst->transport,
+		.inst = inst,
 	};
 	int err;
 
@@ -421,7 +491,7 @@ static void netblk_check_drained(struct netblk_instance *inst)
 /* What the port and the NIC give it: gone first when it stops. */
 static void netblk_instance_unhook(struct netblk_instance *inst)
 {
-	netblk_handoff_destroy(inst);
+	inst->transport->close(inst);
 }
 
 /* The rest, once nothing is at the disk. */
@@ -429,7 +499,7 @@ static void netblk_instance_release(struct netblk_instance *inst)
 {
 	netblk_worker_stop(inst);
 	netblk_check_drained(inst);
-	netblk_buffers_exit(inst);
+	inst->transport->exit(inst);
 	netblk_disk_exit(inst);
 	netblk_core_destroy(inst->core);
 	inst->core = NULL;
@@ -452,6 +522,8 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 {
 	kref_init(&inst->ref);
 	init_completion(&inst->drained);
+	inst->reaper = netblk_reaper_work;
+	inst->transport = &netblk_xdp_ops;
 	inst->state = NETBLK_STATE_SERVING;
 	strscpy(inst->device, p->device, sizeof(inst->device));
 	inst->port = p->port;
@@ -463,20 +535,6 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	inst->nic_loss = p->nic_loss;
 	inst->nr_allow = p->nr_allow;
 	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
-}
-
-/*
- * Whether an instance serves or waits on @nic: netblkctl takes netblk's
- * program off a NIC where none does before a START.
- */
-static bool netblk_nic_served(const struct net_device *nic)
-{
-	struct netblk_instance *inst;
-
-	list_for_each_entry(inst, &netblk_instances, node)
-		if (inst->nic == nic && inst->state != NETBLK_STATE_STOPPING)
-			return true;
-	return false;
 }
 
 int netblk_instance_start(const struct netblk_start_params *p,
@@ -521,7 +579,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's bios");
 		goto fail;
 	}
-	err = netblk_buffers_init(inst);
+	err = inst->transport->init(inst);
 	if (err) {
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's frame buffers");
 		goto fail;
@@ -530,7 +588,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	if (err)
 		goto fail;
 	/* Last: from here on the NIC's program steers the port's frames to it. */
-	err = netblk_handoff_create(inst, extack);
+	err = inst->transport->open(inst, extack);
 	if (err)
 		goto fail;
 
@@ -541,8 +599,6 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		inst->waiting_ns = inst->started_ns;
 		pr_info("port %u waits: %s\n", inst->port, inst->waiting_for);
 	}
-	if (!netblk_nic_served(inst->nic))
-		netblk_monitor_xdp_added(inst->nic);
 	list_add_tail(&inst->node, &netblk_instances);
 	*out = inst;
 	return 0;
@@ -591,7 +647,7 @@ bool netblk_instance_finish(struct netblk_instance *inst)
 		return true;
 	if (inst->state != NETBLK_STATE_STOPPING || !completion_done(&inst->drained))
 		return false;
-	netblk_genl_notify(inst, NETBLK_EVENT_STOPPED, inst->stop_reason, 0, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_STOPPED, inst->stop_reason, 0, msg);
 	if (msg)
 		pr_info("stopped serving %s on port %u: %s\n", inst->device, inst->port, msg);
 	else
@@ -622,5 +678,118 @@ void netblk_instance_linger(struct netblk_instance *inst)
 	snprintf(msg, sizeof(msg), "no longer serves, but %u requests are still at %s",
 		 netblk_core_at_disk(inst->core), inst->device);
 	pr_warn("port %u %s\n", inst->port, msg);
-	netblk_genl_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
+}
+
+/* ---- stopping several: STOP, rmmod ---- */
+
+/* The instances a stop is for (@all, or @port's), each with a reference; NULL when none. */
+static struct netblk_instance **netblk_stop_targets(bool all, u16 port, u32 *n)
+{
+	struct netblk_instance **insts, *inst;
+	u32 count = 0;
+
+	lockdep_assert_held(&netblk_lock);
+	if (!all) {
+		inst = netblk_instance_find(port);
+		if (!inst)
+			return NULL;
+		insts = kmalloc(sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		insts[count++] = inst;
+	} else {
+		list_for_each_entry(inst, &netblk_instances, node)
+			count++;
+		insts = kmalloc_array(max(count, 1u), sizeof(*insts), GFP_KERNEL);
+		if (!insts)
+			return ERR_PTR(-ENOMEM);
+		count = 0;
+		list_for_each_entry(inst, &netblk_instances, node)
+			insts[count++] = inst;
+	}
+	for (*n = 0; *n < count; (*n)++)
+		kref_get(&insts[*n]->ref);
+	return insts;
+}
+
+/*
+ * The reaper may release the instance (its core with it) as soon as its
+ * drain ends, which may be right after the wait gave up: look at the core
+ * under netblk_lock, where release cannot run, and only if not released.
+ */
+static void netblk_warn_unload_wait(struct netblk_instance *inst)
+{
+	mutex_lock(&netblk_lock);
+	if (!inst->finished)
+		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
+			netblk_core_at_disk(inst->core), inst->device);
+	mutex_unlock(&netblk_lock);
+}
+
+/*
+ * Stop every instance (@all) or @port's: take their ports away at once,
+ * then wait for their disks without netblk_lock -- @timeout jiffies in all,
+ * or as long as it takes for rmmod (@unload) -- and release those that
+ * drained.  Those that did not are left stopping, announced once.  0 or an
+ * errno (-ENOENT: no instance serves @port); *@released says how many were
+ * released, *@stopping how many were left stopping.
+ */
+static int netblk_stop_instances(bool all, u16 port, bool unload, enum netblk_stop_reason reason,
+				 unsigned long timeout, u32 *released, u32 *stopping)
+{
+	unsigned long deadline = jiffies + timeout;
+	struct netblk_instance **insts;
+	u32 n, i;
+
+	*released = *stopping = 0;
+	mutex_lock(&netblk_lock);
+	insts = netblk_stop_targets(all, port, &n);
+	if (IS_ERR_OR_NULL(insts)) {
+		mutex_unlock(&netblk_lock);
+		return insts ? PTR_ERR(insts) : -ENOENT;
+	}
+	for (i = 0; i < n; i++)
+		netblk_instance_stop(insts[i], reason, NULL);
+	mutex_unlock(&netblk_lock);
+
+	for (i = 0; i < n; i++) {
+		if (!unload) {
+			netblk_instance_wait(insts[i], max_t(long, deadline - jiffies, 0));
+			continue;
+		}
+		/* rmmod: the disk may not be left with our bios; say what it waits for */
+		while (!netblk_instance_wait(insts[i], 10 * HZ))
+			netblk_warn_unload_wait(insts[i]);
+	}
+
+	mutex_lock(&netblk_lock);
+	for (i = 0; i < n; i++) {
+		if (netblk_instance_finish(insts[i])) {
+			(*released)++;
+			continue;
+		}
+		netblk_instance_linger(insts[i]);
+		(*stopping)++;
+	}
+	mutex_unlock(&netblk_lock);
+	for (i = 0; i < n; i++)
+		netblk_instance_put(insts[i]);
+	kfree(insts);
+	return 0;
+}
+
+/* STOP: every instance (@all) or @port's, waiting @timeout jiffies at most for their disks. */
+int netblk_instances_stop(bool all, u16 port, enum netblk_stop_reason reason,
+			  unsigned long timeout, u32 *released, u32 *stopping)
+{
+	return netblk_stop_instances(all, port, false, reason, timeout, released, stopping);
+}
+
+/* rmmod: every instance, waiting for their disks as long as they take. */
+void netblk_stop_all(enum netblk_stop_reason reason)
+{
+	u32 released, stopping;
+
+	netblk_stop_instances(true, 0, true, reason, 0, &released, &stopping);
 }

@@ -84,13 +84,31 @@ int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_
 }
 
 /*
- * START of the first instance on @nic: netblkctl has just added netblk's
- * program anew (it takes off one no instance is on first), so the reopens
- * before count no more.
+ * Whether an instance other than @inst serves or waits on @nic: netblkctl
+ * takes netblk's program off a NIC where none does before a START.
  */
-void netblk_monitor_xdp_added(const struct net_device *nic)
+static bool netblk_nic_served(const struct netblk_instance *inst, const struct net_device *nic)
 {
-	xa_erase(&netblk_xdp_dropped, nic->ifindex);
+	struct netblk_instance *other;
+
+	list_for_each_entry(other, &netblk_instances, node)
+		if (other != inst && other->nic == nic && other->state != NETBLK_STATE_STOPPING)
+			return true;
+	return false;
+}
+
+/*
+ * @inst has just started (under netblk_lock): the reaper looks at it from
+ * now on, once a second.  The first instance on its NIC runs on a program
+ * netblkctl has just added anew (it takes off one no instance is on
+ * first), so the NIC's reopens before count no more.
+ */
+void netblk_monitor_started(struct netblk_instance *inst)
+{
+	lockdep_assert_held(&netblk_lock);
+	if (!netblk_nic_served(inst, inst->nic))
+		xa_erase(&netblk_xdp_dropped, inst->nic->ifindex);
+	netblk_monitor_kick();
 }
 
 /* Why the NIC refuses every reply, as far as the instance can tell. */
@@ -189,7 +207,7 @@ static void netblk_announce_io_error(struct netblk_instance *inst)
 	inst->io_error_announced = jiffies;
 	snprintf(msg, sizeof(msg), "%s failed a request at offset %llu", inst->device,
 		 READ_ONCE(inst->io_error_offset));
-	netblk_genl_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
+	netblk_target_notify(inst, NETBLK_EVENT_IO_ERROR, 0, -EIO, msg);
 }
 
 /*
@@ -315,30 +333,11 @@ static struct notifier_block netblk_inetaddr_notifier = {
 	.notifier_call = netblk_inetaddr_event,
 };
 
-#ifdef NETBLK_HAVE_HOLDER_OPS
-/*
- * A read-write instance's claim: the kernel tells the holder its disk is
- * gone.  Called with bd_holder_lock held, which the holder must release.
- */
-static void netblk_bdev_mark_dead(struct block_device *bdev, bool surprise)
-	__releases(&bdev->bd_holder_lock)
-{
-	struct netblk_instance *inst = bdev->bd_holder;
-
-	WRITE_ONCE(inst->bdev_dead, true);
-	mutex_unlock(&bdev->bd_holder_lock);
-	netblk_monitor_kick();
-}
-
-const struct blk_holder_ops netblk_holder_ops = {
-	.mark_dead = netblk_bdev_mark_dead,
-};
-#endif
-
 int netblk_monitor_init(void)
 {
 	int err;
 
+	netblk_instance_set_reaper(&netblk_reaper);
 	err = register_netdevice_notifier(&netblk_netdev_notifier);
 	if (err)
 		return err;

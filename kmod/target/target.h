@@ -19,10 +19,11 @@
 #include <linux/mutex.h>
 #include <linux/netdevice.h>
 #include <linux/types.h>
+#include <linux/workqueue.h>
 #include <net/xdp.h>
 
 #include "core_api.h"
-#include "shim_api.h"
+#include "target_ops.h"
 #include "netblk_genl.h"
 
 #define NETBLK_PORT_MIN		1024
@@ -57,6 +58,8 @@ struct netblk_start_params {
 
 struct netblk_io;
 struct xdp_frame;
+struct genl_info;
+struct netlink_callback;
 
 #define NETBLK_REPLY_HEADROOM	96	/* Ethernet + IPv4 + UDP + netblk headers */
 
@@ -112,6 +115,7 @@ struct netblk_instance {
 	bool worker_idle;		/* asleep, or about to be: wake it */
 	bool worker_stop;		/* drain and leave: set by netblk_worker_drain() */
 	struct netblk_core *core;
+	const struct netblk_target_transport_ops *transport;	/* the XDP one */
 
 	/* disk.c */
 	struct netblk_io *ios;		/* a bio a slot */
@@ -119,7 +123,7 @@ struct netblk_instance {
 	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */
 	bool polled;			/* REQ_POLLED: completions are polled, not interrupts */
 
-	/* worker.c: the slots' frame buffers */
+	/* xmit.c: the slots' frame buffers */
 	struct page **pages;
 	struct page **data_pages;	/* a gathered READ's (netblk_core_gather_page), or NULL */
 	unsigned int page_order;
@@ -132,6 +136,7 @@ struct netblk_instance {
 	u64 pages_replaced;		/* worker only: a page the NIC still held */
 
 	/* monitor.c */
+	struct delayed_work *reaper;	/* the reaper's work (netblk_reaper_kick) */
 	bool bdev_dead;			/* the holder was told the disk is gone */
 	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, _TX_FAILED, _NIC_GONE */
 	u64 io_error_offset;		/* the last failed request's */
@@ -147,6 +152,31 @@ struct netblk_instance {
 static inline bool netblk_nic_gone(const struct netblk_instance *inst)
 {
 	return test_bit(NETBLK_NIC_GONE, &inst->flags);
+}
+
+/*
+ * Work was queued for the worker (a ring push, a release): wake it only if
+ * it is going to sleep.  A running worker finds the work on its next round,
+ * and a wakeup it does not need costs its pi_lock on every completion.  The
+ * barrier pairs with the one in netblk_worker_sleep(): either the worker
+ * sees the work, or the producer sees it idle.
+ */
+static inline void netblk_worker_kick(struct netblk_instance *inst)
+{
+	smp_mb();	/* the push before, worker_idle after: see above */
+	if (READ_ONCE(inst->worker_idle))
+		wake_up_process(inst->worker);
+}
+
+/*
+ * Something the reaper must look at (monitor.c): a NIC that fails every
+ * reply, a disk error, a drain that ended, a disk gone.  Through the work
+ * item the instance keeps, so that what runs below the reaper -- the
+ * worker, the disk's claim -- does not call up into it.  Any context.
+ */
+static inline void netblk_reaper_kick(struct netblk_instance *inst)
+{
+	mod_delayed_work(system_wq, inst->reaper, 0);
 }
 
 /* All instances, under netblk_lock. */
@@ -168,6 +198,26 @@ u64 netblk_instance_stopping_ms(const struct netblk_instance *inst);
 void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why);
 void netblk_instance_resume(struct netblk_instance *inst);
 u64 netblk_instance_waiting_ms(const struct netblk_instance *inst);
+int netblk_instances_stop(bool all, u16 port, enum netblk_stop_reason reason,
+			  unsigned long timeout, u32 *released, u32 *stopping);
+void netblk_stop_all(enum netblk_stop_reason reason);
+void netblk_instance_set_reaper(struct delayed_work *reaper);
+
+/* What an event says (instance.c's chain; the action is enum netblk_event). */
+struct netblk_target_event {
+	const struct netblk_instance *inst;		/* NULL: a START refused */
+	const struct netblk_start_params *params;	/* the refused START's */
+	enum netblk_stop_reason reason;
+	int err;
+	const char *msg;
+};
+
+struct notifier_block;
+int netblk_target_register_notifier(struct notifier_block *nb);
+void netblk_target_unregister_notifier(struct notifier_block *nb);
+void netblk_target_notify(const struct netblk_instance *inst, enum netblk_event event,
+			  enum netblk_stop_reason reason, int err, const char *msg);
+void netblk_target_notify_failed(const struct netblk_start_params *p, int err, const char *msg);
 
 /* nic.c */
 int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
@@ -189,42 +239,59 @@ int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *
 void netblk_handoff_destroy(struct netblk_instance *inst);
 
 /* disk.c */
+extern const struct netblk_target_disk_ops netblk_disk_ops;
 int netblk_disk_init(struct netblk_instance *inst);
 void netblk_disk_exit(struct netblk_instance *inst);
 void netblk_disk_poll(struct netblk_instance *inst);
 
-/* worker.c */
+/* xdp.c: the XDP transport's ops (handoff.c, xmit.c) */
+extern const struct netblk_target_transport_ops netblk_xdp_ops;
+
+/* xmit.c */
+u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot);
+u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot);
+u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot);
+void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot);
+u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+			int *error);
+u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
+			   struct netblk_piece *frags, u32 max);
+void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame);
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
 struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 void netblk_buffers_unreg_rxq(struct netblk_instance *inst);
+
+/* worker.c */
 int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
-void netblk_worker_kick(struct netblk_instance *inst);
 void netblk_worker_drain(struct netblk_instance *inst);
 void netblk_worker_stop(struct netblk_instance *inst);
 
-/* genl.c */
-int netblk_genl_register(void);
-void netblk_genl_unregister(void);
-void netblk_genl_notify(const struct netblk_instance *inst, enum netblk_event event,
-			enum netblk_stop_reason reason, int err, const char *msg);
+/* event.c: the events group listens on the instances' chain */
+int netblk_event_init(void);
+void netblk_event_exit(void);
+
+/* ctl.c: the server's commands, for genl.c's ops table */
+#define NETBLK_PUT_STATS	1u	/* what netblk_put_instance adds to the description */
+#define NETBLK_PUT_LATENCY	2u
+int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
+			unsigned int what);
+int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info);
+int netblk_cmd_stop(struct sk_buff *skb, struct genl_info *info);
+int netblk_dump_list(struct sk_buff *skb, struct netlink_callback *cb);
+int netblk_cmd_xdp_ready(struct sk_buff *skb, struct genl_info *info);
 
 /* monitor.c */
-#ifdef NETBLK_HAVE_HOLDER_OPS
-extern const struct blk_holder_ops netblk_holder_ops;
-#define NETBLK_HOLDER_OPS (&netblk_holder_ops)
-#else
-#define NETBLK_HOLDER_OPS NULL
-#endif
 int netblk_monitor_init(void);
 void netblk_monitor_exit(void);
 void netblk_monitor_kick(void);
 u32 netblk_monitor_xdp_dropped(const struct net_device *nic);
 int netblk_monitor_xdp_ready(struct net_device *nic, u32 reopen, struct netlink_ext_ack *extack);
-void netblk_monitor_xdp_added(const struct net_device *nic);
+void netblk_monitor_started(struct netblk_instance *inst);
 
 /* genl.c */
-void netblk_stop_all(enum netblk_stop_reason reason);
+int netblk_genl_register(void);
+void netblk_genl_unregister(void);
 
 #endif

@@ -175,7 +175,9 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 		test::session.auth.data = o.auth_data;
 		test::session.auth.key = nb::siphash_key_from_bytes(o.key);
 	}
-	config.shim = inst;
+	config.disk = &fake_disk_ops;
+	config.transport = &fake_transport_ops;
+	config.inst = inst;
 	if (netblk_core_create(&config, &inst->core)) {
 		delete inst;
 		return nullptr;
@@ -199,7 +201,11 @@ extern "C" {
 void *netblk_shim_alloc(size_t size) { return calloc(1, size); }
 void netblk_shim_free(void *p) { free(p); }
 
-int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
+} /* extern "C" */
+
+/* The fake disk and NIC, as the core reaches them: its ops tables (target_ops.h). */
+
+static int fake_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
 			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block)
 {
 	uint16_t status = nb::status_ok;
@@ -214,7 +220,7 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	} else if (inst->fail_io) {
 		status = nb::status_eio;
 	} else if (op == NETBLK_IO_READ) {
-		if (data)	/* else netblk_shim_submit_read_pages() has read it */
+		if (data)	/* else fake_submit_read_pages() has read it */
 			memcpy(data, &inst->disk[offset], len);
 	} else if (op == NETBLK_IO_WRITE) {
 		memcpy(&inst->disk[offset], data, len);
@@ -233,7 +239,7 @@ int netblk_shim_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	return 0;
 }
 
-int netblk_shim_submit_read_pages(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
+static int fake_submit_read_pages(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
 				  uint8_t *const *pages, uint32_t nr, uint32_t len, int may_block)
 {
 	uint32_t page_size = (uint32_t)inst->data_pages[0].size();
@@ -246,20 +252,20 @@ int netblk_shim_submit_read_pages(struct netblk_instance *inst, uint32_t slot, u
 		memcpy(pages[i], &inst->disk[offset + (uint64_t)i * page_size], piece);
 		left -= piece;
 	}
-	return netblk_shim_submit_io(inst, slot, NETBLK_IO_READ, offset, nullptr, 0, 0, may_block);
+	return fake_submit_io(inst, slot, NETBLK_IO_READ, offset, nullptr, 0, 0, may_block);
 }
 
-uint8_t *netblk_shim_data_page(struct netblk_instance *inst, uint32_t slot)
+static uint8_t *fake_data_page(struct netblk_instance *inst, uint32_t slot)
 {
 	return inst->no_data_pages ? nullptr : inst->data_pages[slot].data();
 }
 
-uint8_t *netblk_shim_slot_buffer(struct netblk_instance *inst, uint32_t slot)
+static uint8_t *fake_slot_buffer(struct netblk_instance *inst, uint32_t slot)
 {
 	return inst->no_buffers ? nullptr : inst->slot_buffers[slot].data();
 }
 
-uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot)
+static uint8_t *fake_reply_buffer(struct netblk_instance *inst, uint32_t slot)
 {
 	if (inst->no_spare)
 		return nullptr;
@@ -268,7 +274,7 @@ uint8_t *netblk_shim_reply_buffer(struct netblk_instance *inst, uint32_t slot)
 	return inst->spare.back().data();
 }
 
-void netblk_shim_reply_done(struct netblk_instance *inst, uint32_t slot)
+static void fake_reply_done(struct netblk_instance *inst, uint32_t slot)
 {
 	auto it = std::find(inst->lent.begin(), inst->lent.end(), slot);
 	if (it != inst->lent.end())
@@ -277,7 +283,7 @@ void netblk_shim_reply_done(struct netblk_instance *inst, uint32_t slot)
 		inst->returned_unlent++;
 }
 
-uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
+static uint32_t fake_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
 			      uint32_t n, int *error)
 {
 	uint32_t taken = n < inst->nic_takes ? n : inst->nic_takes;
@@ -300,7 +306,7 @@ uint32_t netblk_shim_transmit(struct netblk_instance *inst, const struct netblk_
 	return taken;
 }
 
-uint32_t netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
+static uint32_t fake_frame_frags(struct netblk_instance *inst, void *frame,
 				 struct netblk_piece *frags, uint32_t max)
 {
 	const std::vector<netblk_piece> &pieces = inst->frags_of.at(frame);
@@ -309,9 +315,27 @@ uint32_t netblk_shim_frame_frags(struct netblk_instance *inst, void *frame,
 	return (uint32_t)pieces.size();
 }
 
-void netblk_shim_free_frame(struct netblk_instance *inst, void *frame)
+static void fake_free_frame(struct netblk_instance *inst, void *frame)
 {
 	inst->freed_frames.push_back(frame);
 }
 
-} /* extern "C" */
+const netblk_target_disk_ops fake_disk_ops = {
+	.submit_io = fake_submit_io,
+	.submit_read_pages = fake_submit_read_pages,
+};
+
+const netblk_target_transport_ops fake_transport_ops = {
+	.slot_buffer = fake_slot_buffer,
+	.data_page = fake_data_page,
+	.reply_buffer = fake_reply_buffer,
+	.reply_done = fake_reply_done,
+	.transmit = fake_transmit,
+	.frame_frags = fake_frame_frags,
+	.free_frame = fake_free_frame,
+	/* the instance's (target/instance.c): the core never calls them */
+	.init = nullptr,
+	.exit = nullptr,
+	.open = nullptr,
+	.close = nullptr,
+};

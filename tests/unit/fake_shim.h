@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The unit tests' shim: an in-memory disk and NIC behind the functions the
- * core calls (shim_api.h), so the data path runs in user space.
+ * The unit tests' shim: an in-memory disk and NIC behind the ops tables the
+ * core is created with (target_ops.h), so the data path runs in user space.
  */
 #ifndef NETBLK_FAKE_SHIM_H
 #define NETBLK_FAKE_SHIM_H
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core_api.h"
-#include "shim_api.h"
+#include "target_ops.h"
 
 struct fake_io {
 	uint32_t slot;
@@ -108,5 +108,10 @@ using fake_frames = std::vector<std::unique_ptr<std::vector<uint8_t>>>;
 netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
 				     const std::vector<uint8_t> &frame, uint32_t head,
 				     const std::vector<uint32_t> &frag_sizes, uint64_t now);
+
+
+/* The fake's ops tables (fake_shim.cpp), which fake_start() hands the core. */
+extern const netblk_target_disk_ops fake_disk_ops;
+extern const netblk_target_transport_ops fake_transport_ops;
 
 #endif

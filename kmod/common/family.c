@@ -1,0 +1,166 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What the server's and the client's netlink handlers (target/ctl.c,
+ * host/ctl.c) share: the "netblk" family they answer in, the capability
+ * check, the reply with counts, and the service-time histogram.  The
+ * family's policy and ops table, which name the handlers, are genl.c's, set
+ * when it registers the family: this file names no handler, so that the
+ * handlers can put messages of the family without calling back up into
+ * genl.c.
+ */
+#include "family.h"
+
+#include "core_api.h"
+#include "host_api.h"
+
+static const struct genl_multicast_group netblk_mcgrps[] = {
+	/* events name devices and addresses: as privileged as LIST */
+	[NETBLK_MCGRP_EVENTS] = { .name = NETBLK_GENL_MCGRP_EVENTS, .flags = NETBLK_MCGRP_FLAGS },
+};
+
+struct genl_family netblk_family __ro_after_init = {
+	.name = NETBLK_GENL_NAME,
+	.version = NETBLK_GENL_VERSION,
+	.maxattr = NETBLK_A_MAX,
+	.netnsok = false,
+	.parallel_ops = true,	/* every handler takes netblk_lock itself */
+	.module = THIS_MODULE,
+	.resv_start_op = NETBLK_CMD_LIST + 1,
+	.mcgrps = netblk_mcgrps,
+	.n_mcgrps = ARRAY_SIZE(netblk_mcgrps),
+};
+
+/* ---- messages ---- */
+
+/* The service-time histogram: its buckets with samples, and how to read them. */
+static u32 netblk_read_latency(const struct netblk_latency_source *src, u64 *buckets, u32 n,
+			       u64 *max, u64 *count, u64 *sum)
+{
+	if (src->host)
+		return netblk_host_core_read_latency(src->host, buckets, n, max, count, sum);
+	return netblk_core_read_latency(src->core, buckets, n, max, count, sum);
+}
+
+/* An instance's service time by op: a handful of entries, built on the stack. */
+static int netblk_put_op_service(struct sk_buff *skb, const struct netblk_core *core)
+{
+	struct netblk_op_service ops[NETBLK_OP_CODES];
+	struct netblk_op_service_time *out;
+	struct nlattr *attr;
+	u32 n, i;
+
+	n = min_t(u32, netblk_core_read_op_service(core, ops, ARRAY_SIZE(ops)), ARRAY_SIZE(ops));
+	attr = nla_reserve(skb, NETBLK_L_OPS, n * sizeof(*out));
+	if (!attr)
+		return -EMSGSIZE;
+	out = nla_data(attr);
+	for (i = 0; i < n; i++) {
+		out[i].op = ops[i].op;
+		out[i].reserved = 0;
+		out[i].count = ops[i].count;
+		out[i].sum_ns = ops[i].sum_ns;
+	}
+	return 0;
+}
+
+int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *src)
+{
+	struct netblk_latency_bucket *out;
+	u32 n, i, used = 0;
+	u64 *buckets, max, count, sum;
+	struct nlattr *nest, *attr;
+	int err = -EMSGSIZE;
+
+	n = netblk_read_latency(src, NULL, 0, &max, &count, &sum);
+	buckets = kvmalloc_array(n, sizeof(*buckets), GFP_KERNEL);
+	if (!buckets)
+		return -ENOMEM;
+	netblk_read_latency(src, buckets, n, &max, &count, &sum);
+	for (i = 0; i < n; i++)
+		used += buckets[i] != 0;
+
+	nest = nla_nest_start(skb, NETBLK_A_LATENCY);
+	if (!nest)
+		goto free;
+	if (nla_put_u64_64bit(skb, NETBLK_L_COUNT, count, NETBLK_L_PAD) ||
+	    nla_put_u64_64bit(skb, NETBLK_L_MAX_NS, max, NETBLK_L_PAD) ||
+	    nla_put_u64_64bit(skb, NETBLK_L_SUM_NS, sum, NETBLK_L_PAD) ||
+	    nla_put_u32(skb, NETBLK_L_LINEAR_LIMIT, NETBLK_LATENCY_LINEAR_LIMIT) ||
+	    nla_put_u32(skb, NETBLK_L_SUB_BUCKETS, NETBLK_LATENCY_SUB_BUCKETS))
+		goto cancel;
+	if (src->core && netblk_put_op_service(skb, src->core))
+		goto cancel;
+	attr = nla_reserve(skb, NETBLK_L_BUCKETS, used * sizeof(*out));
+	if (!attr)
+		goto cancel;
+	out = nla_data(attr);
+	for (i = 0; i < n; i++) {
+		if (!buckets[i])
+			continue;
+		out->index = i;
+		out->reserved = 0;
+		out->count = buckets[i];
+		out++;
+	}
+	nla_nest_end(skb, nest);
+	err = 0;
+	goto free;
+cancel:
+	nla_nest_cancel(skb, nest);
+free:
+	kvfree(buckets);
+	return err;
+}
+
+/* ---- commands ---- */
+
+/*
+ * START and STOP export a block device to the network or take it away,
+ * ATTACH gives udev, blkid and LVM a disk whose partition table the remote
+ * side wrote, DETACH takes a disk from under its users: as privileged as
+ * nbd's connect, CAP_SYS_ADMIN, and CAP_NET_ADMIN as every command.
+ * Checked here rather than by GENL_ADMIN_PERM so that the refusal says
+ * which one the caller lacks.  Fixed strings, not formatted: on 6.1 an
+ * unprivileged caller's refusals must not take compat.h's ring of buffers.
+ */
+#define NETBLK_NEEDS(cmd) {							\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks CAP_SYS_ADMIN",	\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks CAP_NET_ADMIN",	\
+	cmd " needs CAP_SYS_ADMIN and CAP_NET_ADMIN: the caller lacks both",		\
+}
+static const char *const netblk_admin_refusals[][3] = {
+	[NETBLK_CMD_START] = NETBLK_NEEDS("start"),
+	[NETBLK_CMD_STOP] = NETBLK_NEEDS("stop"),
+	[NETBLK_CMD_ATTACH] = NETBLK_NEEDS("attach"),
+	[NETBLK_CMD_DETACH] = NETBLK_NEEDS("detach"),
+};
+
+int netblk_genl_admin(struct sk_buff *skb, struct genl_info *info)
+{
+	bool sys = netlink_capable(skb, CAP_SYS_ADMIN);
+	bool net = netlink_capable(skb, CAP_NET_ADMIN);
+	u8 cmd = info->genlhdr->cmd;
+
+	if (sys && net)
+		return 0;
+	if (info->extack && cmd < ARRAY_SIZE(netblk_admin_refusals))
+		info->extack->_msg = netblk_admin_refusals[cmd][!sys && !net ? 2 : !net];
+	return -EPERM;
+}
+/*
+ * Reply to a STOP or DETACH with how many went (STOPPED) and, for STOP, how
+ * many still wait (STOPPING); @reply is consumed.
+ */
+int netblk_reply_counts(struct sk_buff *reply, struct genl_info *info, u8 cmd,
+			       u32 stopped, const u32 *stopping)
+{
+	void *hdr = genlmsg_put_reply(reply, info, &netblk_family, 0, cmd);
+
+	if (!hdr || nla_put_u32(reply, NETBLK_A_STOPPED, stopped) ||
+	    (stopping && nla_put_u32(reply, NETBLK_A_STOPPING, *stopping))) {
+		nlmsg_free(reply);
+		return -EMSGSIZE;
+	}
+	genlmsg_end(reply, hdr);
+	return genlmsg_reply(reply, info);
+}
