@@ -223,6 +223,10 @@ fi
 for n in /sys/class/net/*; do
 	case ${{n##*/}} in lo|eth0) ;; *) ip link del ${{n##*/}} 2>/dev/null ;; esac
 done
+# libxdp's pins of the dispatchers of NICs that went away, or lost their
+# program behind its back (a NIC's driver removed, a veth deleted, bpftool
+# net detach): with no XDP program left on any NIC, every one is stale
+command -v ip-full >/dev/null && ip-full -d link show dev eth0 | grep -q prog/xdp || rm -rf /sys/fs/bpf/*
 grep -q configfs /proc/mounts && umount /sys/kernel/config
 ip link set eth0 mtu 1500 up
 ip addr show dev eth0 | grep -q 'inet 10.0.2.15/24' || ip addr add 10.0.2.15/24 dev eth0
