@@ -26,11 +26,12 @@ module is done, and no guest waits idle beside another module's.
 Between two modules the shared guest is reset (RESET: what any module may
 leave -- background processes, instances, attached devices, mounts,
 device-mapper and null_blk devices, netblk.ko, links, eth0's MTU, address,
-route and XDP programs, /tmp) and then must look as it did after its boot
-(FACTS); the next module gets it only if it does, and if nothing went wrong
-in the module before: a failed test, a kernel report, a guest that is broken
-(a command hung) or dead, or a reset that failed each make the next module
-boot a fresh guest.  A module starts with netblk.ko unloaded, as after a boot.
+route and XDP programs, libxdp's stale pins, /tmp) and then must look as it
+did after its boot (FACTS); the next module gets it only if it does, and if
+nothing went wrong in the module before: a failed test, a kernel report, a
+leak, a guest that is broken (a command hung) or dead, or a reset that
+failed each make the next module boot a fresh guest (a warning says why).
+A module starts with netblk.ko unloaded, as after a boot.
 
 On a failure the report gets the tail of the guest's console and of dmesg.
 The module and netblkctl must be built (`make bench-module netblkctl`, which
