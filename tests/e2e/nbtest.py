@@ -188,6 +188,12 @@ def leaked(g) -> dict:
     return {"leaked_slots": slots, "leaked_frames": frames}
 
 
+def kernel_log(g) -> str:
+    """All the kernel said since the guest booted: what conftest's kernel_clean
+    read and cleared before each test (g.dmesg() is the test's own), then dmesg."""
+    return "".join(getattr(g, "netblk_kernel_log", [])) + g.dmesg()
+
+
 def wait_stopped(g, port, why, seconds=15):
     """The instance on `port` stops on its own within `seconds`; the reason
     the kernel gives (dmesg's "stopped serving ... on port P: WHY") matches
