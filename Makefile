@@ -251,6 +251,7 @@ endif
 check: deps
 	$(MAKE) -j$(shell nproc) unit
 	$(MAKE) module-newest
+	$(MAKE) kmod-graph
 	$(MAKE) e2e
 	$(if $(filter subset,$(ARM64)),$(MAKE) e2e-arm64 ARM64_TESTS='$(ARM64_SUBSET)')
 	$(if $(filter all,$(ARM64)),$(MAKE) e2e-arm64)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The block-device client's netlink commands: ATTACH, DETACH and ATTACHED
- * (moved from genl.c as they were; the family and its ops table are
- * genl.c's, what both sides share common/family.c's).
+ * The block-device client's netlink commands: ATTACH, DETACH and ATTACHED.
+ * The family's ops table is genl.c's; what both sides' handlers share,
+ * common/family.c's.
  */
 #include "family.h"	/* first: pr_fmt */
 #include "host.h"
