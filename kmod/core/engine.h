@@ -46,6 +46,10 @@
 
 namespace nb {
 
+/* Linux errno values the core returns to the kernel side. */
+constexpr int err_nomem = 12;
+constexpr int err_inval = 22;
+
 struct slot_fields {
 	header request;		/* op, session, seq, flags; offset/length of this datagram */
 	reply_route route;
