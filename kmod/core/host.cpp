@@ -9,7 +9,7 @@
 #include "host_queue.h"
 #include "host_session.h"
 #include "protocol.h"
-#include "shim_api.h"
+#include "kernel_api.h"
 
 namespace nb {
 
@@ -575,7 +575,7 @@ uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint
 
 #define NB_HOST_READ_queue(name) stats->name = read_once(q.name);
 #define NB_HOST_READ_core(name)
-#define NB_HOST_READ_shim(name)
+#define NB_HOST_READ_kernel(name)
 #define NB_HOST_READ(NAME, name, nr, where, ...) NB_HOST_READ_##where(name)
 
 void netblk_host_core_read_stats(const struct netblk_host_core *core,

@@ -21,7 +21,7 @@ extern "C" {
 #endif
 
 #include "core_api.h"	/* NETBLK_KEY_SIZE */
-#include "shim_api.h"	/* enum netblk_io_op */
+#include "kernel_api.h"	/* enum netblk_io_op */
 
 #define NETBLK_HOST_HEADER_SIZE 54	/* what netblk_host_core_ops.send gets before the data */
 #define NETBLK_HOST_INFO_SIZE 56	/* INFO's answer after the header */
@@ -81,12 +81,12 @@ struct netblk_host_info {
 
 /*
  * An attachment's counters that the client core keeps: netblk_counters.h's
- * NETBLK_HOST_STATS whose where is queue or core (the shim keeps the others,
+ * NETBLK_HOST_STATS whose where is queue or core (the kernel side keeps the others,
  * host/host.h).
  */
 #define NETBLK_HOST_STATS_FIELD_queue(name) uint64_t name;
 #define NETBLK_HOST_STATS_FIELD_core(name) uint64_t name;
-#define NETBLK_HOST_STATS_FIELD_shim(name)
+#define NETBLK_HOST_STATS_FIELD_kernel(name)
 #define NETBLK_HOST_STATS_FIELD(NAME, name, nr, where, ...) NETBLK_HOST_STATS_FIELD_##where(name)
 struct netblk_host_stats {
 	NETBLK_HOST_STATS(NETBLK_HOST_STATS_FIELD)

@@ -56,7 +56,7 @@
  *    waited out); with a deadline, a request not done that long after it
  *    was added fails EIO -- sent or not (a session that cannot be opened).
  *
- * The owner (the kernel shim, or a unit test) owns the requests and their
+ * The owner (the kernel side, or a unit test) owns the requests and their
  * data, and knows each request by a tag from 0 to requests - 1; events go
  * to it through host_queue_ops.  One caller at a time: the owner's lock
  * covers answers (softirq), timers and new requests alike.
@@ -96,7 +96,7 @@ struct host_config {
 /* The queue's counters: netblk_counters.h's NETBLK_HOST_STATS of where queue, and its own. */
 #define NB_HOST_QUEUE_FIELD_queue(name) u64 name;
 #define NB_HOST_QUEUE_FIELD_core(name)
-#define NB_HOST_QUEUE_FIELD_shim(name)
+#define NB_HOST_QUEUE_FIELD_kernel(name)
 #define NB_HOST_QUEUE_FIELD(NAME, name, nr, where, ...) NB_HOST_QUEUE_FIELD_##where(name)
 struct host_counters {
 	NETBLK_HOST_STATS(NB_HOST_QUEUE_FIELD)

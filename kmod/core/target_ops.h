@@ -5,7 +5,7 @@
  * as nvmet's core reaches its transports through nvmet_fabrics_ops.  The
  * core calls up nothing by name: in the module the disk is target/disk.c's
  * bios and the transport the XDP one (target/handoff.c receives, xmit.c
- * sends); in the unit tests both are fakes (tests/unit/fake_shim.cpp).
+ * sends); in the unit tests both are fakes (tests/unit/fake_target.cpp).
  *
  * Each is called with the instance the config named, and costs one
  * indirect call per I/O, buffer or transmit batch -- none per byte.
@@ -13,7 +13,7 @@
 #ifndef NETBLK_TARGET_OPS_H
 #define NETBLK_TARGET_OPS_H
 
-#include "shim_api.h"	/* enum netblk_io_op */
+#include "kernel_api.h"	/* enum netblk_io_op */
 
 #ifdef __cplusplus
 #include <stddef.h>

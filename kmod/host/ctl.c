@@ -13,15 +13,15 @@
 
 /*
  * Each counter of an attachment and its attribute in NETBLK_A_HOST_STATS:
- * netblk_counters.h's NETBLK_HOST_STATS, in the core's struct or the shim's.
+ * netblk_counters.h's NETBLK_HOST_STATS, in the core's struct or the kernel side's.
  */
 #define NETBLK_HS_ROW_queue(NAME, name) { NETBLK_HS_##NAME, 0, offsetof(struct netblk_host_stats, name) },
 #define NETBLK_HS_ROW_core(NAME, name) { NETBLK_HS_##NAME, 0, offsetof(struct netblk_host_stats, name) },
-#define NETBLK_HS_ROW_shim(NAME, name) { NETBLK_HS_##NAME, 1, offsetof(struct netblk_host_shim_stats, name) },
+#define NETBLK_HS_ROW_kernel(NAME, name) { NETBLK_HS_##NAME, 1, offsetof(struct netblk_host_kernel_stats, name) },
 #define NETBLK_HS_ROW(NAME, name, nr, where, ...) NETBLK_HS_ROW_##where(NAME, name)
 static const struct {
 	u16 attr;
-	u16 shim;	/* in struct netblk_host_shim_stats, not the core's */
+	u16 kernel;	/* in struct netblk_host_kernel_stats, not the core's */
 	u16 offset;
 } netblk_host_stat_fields[] = {
 	NETBLK_HOST_STATS(NETBLK_HS_ROW)
@@ -29,7 +29,7 @@ static const struct {
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)
 {
-	struct netblk_host_shim_stats shim;
+	struct netblk_host_kernel_stats kernel;
 	struct netblk_host_stats core;
 	struct nlattr *nest;
 	unsigned int i;
@@ -42,12 +42,12 @@ static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *
 		     (int)NETBLK_HOST_READ_ONLY != (int)NETBLK_HOST_CHANGE_READ_ONLY ||
 		     (int)NETBLK_HOST_GEOMETRY != (int)NETBLK_HOST_CHANGE_GEOMETRY ||
 		     (int)NETBLK_HOST_INFO_REFUSED != (int)NETBLK_HOST_CHANGE_INFO_REFUSED);
-	netblk_host_read_stats(att, &core, &shim);
+	netblk_host_read_stats(att, &core, &kernel);
 	nest = nla_nest_start(skb, NETBLK_A_HOST_STATS);
 	if (!nest)
 		return -EMSGSIZE;
 	for (i = 0; i < ARRAY_SIZE(netblk_host_stat_fields); i++) {
-		const void *base = netblk_host_stat_fields[i].shim ? (const void *)&shim :
+		const void *base = netblk_host_stat_fields[i].kernel ? (const void *)&kernel :
 								      (const void *)&core;
 		const u64 *value = base + netblk_host_stat_fields[i].offset;
 

@@ -315,10 +315,10 @@ bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort w
 }
 
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
-			    struct netblk_host_shim_stats *shim)
+			    struct netblk_host_kernel_stats *kernel)
 {
 	spin_lock_bh(&att->lock);
 	netblk_host_core_read_stats(att->core, core);
-	*shim = att->stats;
+	*kernel = att->stats;
 	spin_unlock_bh(&att->lock);
 }

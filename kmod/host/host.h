@@ -46,7 +46,7 @@
 #include <net/netlink.h>
 
 #include "compat.h"
-#include "shim_api.h"	/* enum netblk_io_op */
+#include "kernel_api.h"	/* enum netblk_io_op */
 #include "host_api.h"
 #include "netblk_genl.h"
 
@@ -120,14 +120,14 @@ struct netblk_host_tx {
 
 /*
  * The client's own counters, netblk_counters.h's NETBLK_HOST_STATS of where
- * shim; the lock's holder writes them.
+ * kernel; the lock's holder writes them.
  */
-#define NETBLK_HOST_SHIM_FIELD_shim(name) u64 name;
-#define NETBLK_HOST_SHIM_FIELD_queue(name)
-#define NETBLK_HOST_SHIM_FIELD_core(name)
-#define NETBLK_HOST_SHIM_FIELD(NAME, name, nr, where, ...) NETBLK_HOST_SHIM_FIELD_##where(name)
-struct netblk_host_shim_stats {
-	NETBLK_HOST_STATS(NETBLK_HOST_SHIM_FIELD)
+#define NETBLK_HOST_KERNEL_FIELD_kernel(name) u64 name;
+#define NETBLK_HOST_KERNEL_FIELD_queue(name)
+#define NETBLK_HOST_KERNEL_FIELD_core(name)
+#define NETBLK_HOST_KERNEL_FIELD(NAME, name, nr, where, ...) NETBLK_HOST_KERNEL_FIELD_##where(name)
+struct netblk_host_kernel_stats {
+	NETBLK_HOST_STATS(NETBLK_HOST_KERNEL_FIELD)
 };
 
 /*
@@ -220,7 +220,7 @@ struct netblk_attachment {
 	spinlock_t lock;		/* the core, pending, stats, dead */
 	struct netblk_host_core *core;
 	const struct netblk_host_transport_ops *transport;
-	struct netblk_host_shim_stats stats;
+	struct netblk_host_kernel_stats stats;
 	struct netblk_host_pending *pending;	/* a ring of NETBLK_HOST_PENDING */
 	u32 pending_head, pending_count;
 	bool dead;			/* detached: new requests fail */
@@ -331,7 +331,7 @@ void netblk_host_engine_fail_all(struct netblk_attachment *att);
 bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why);
 /* The attachment's counters, read under its lock. */
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
-			    struct netblk_host_shim_stats *shim);
+			    struct netblk_host_kernel_stats *kernel);
 
 /* transport.c: the UDP socket */
 extern const struct netblk_host_transport_ops netblk_host_udp_ops;

@@ -3,7 +3,7 @@
  * netblk's counters, each defined once: X-macro lists that the uapi's
  * attribute enums (netblk_genl.h), the C++ core's counter structs and
  * snapshots (core/counters.h, core_api.h, host_api.h, host_queue.h), the
- * shim's (host/host.h), genl.c's emission and netblkctl's text, JSON,
+ * kernel side's (host/host.h), genl.c's emission and netblkctl's text, JSON,
  * Prometheus output and documentation table are all made from.  Macros
  * only, no types: the core includes it without kernel headers.
  *
@@ -29,11 +29,11 @@
  *           computed  core/engine.cpp's read_stats() makes it by hand: a sum
  *                     of an array, an in-flight difference, the session
  *                     table's
- *         attached devices (struct netblk_host_stats, shim_stats):
+ *         attached devices (struct netblk_host_stats, netblk_host_kernel_stats):
  *           queue     the client core's host_queue (struct host_counters)
  *           core      the client core fills it by hand
  *                     (netblk_host_core_read_stats, core/host.cpp)
- *           shim      the kernel side's (struct netblk_host_shim_stats,
+ *           kernel    the kernel side's (struct netblk_host_kernel_stats,
  *                     host/host.h), written under the attachment's lock
  *   kind  count (a counter of events), bytes (a counter of bytes), gauge
  *         (a level now), ns (a level in nanoseconds)
@@ -240,9 +240,9 @@
 
 /* An attached device's counters (nested in NETBLK_A_HOST_STATS, each a u64). */
 #define NETBLK_HOST_STATS(X)							\
-	X(REQUESTS, requests, 2, shim, count, "netblk_host_requests_total",	\
+	X(REQUESTS, requests, 2, kernel, count, "netblk_host_requests_total",	\
 	  "Block requests the device took.")					\
-	X(ERRORS, errors, 3, shim, count, "netblk_host_errors_total",		\
+	X(ERRORS, errors, 3, kernel, count, "netblk_host_errors_total",		\
 	  "Block requests ended with an error.")				\
 	X(SENDS, sends, 4, core, count, "netblk_host_datagrams_sent_total",	\
 	  "Datagrams sent to the instance, resends and HELLOs included.")	\
@@ -284,21 +284,21 @@
 	  "Datagrams sent and not answered yet.")				\
 	X(QUEUED, queued, 20, core, gauge, "",					\
 	  "Datagrams waiting for the window.")					\
-	X(BYTES_IN_PLACE, bytes_in_place, 21, shim, bytes, "",			\
+	X(BYTES_IN_PLACE, bytes_in_place, 21, kernel, bytes, "",			\
 	  "WRITE data the skbs took from the request's own pages "		\
 	  "(netblk_host_bytes_total{how=\"in_place\"}).")			\
-	X(BYTES_COPIED, bytes_copied, 22, shim, bytes, "",			\
+	X(BYTES_COPIED, bytes_copied, 22, kernel, bytes, "",			\
 	  "WRITE data copied on its way out: a page the network may not hold, " \
 	  "a device without scatter-gather "					\
 	  "(netblk_host_bytes_total{how=\"copied\"}).")				\
-	X(READ_BYTES_COPIED, read_bytes_copied, 23, shim, bytes, "",		\
+	X(READ_BYTES_COPIED, read_bytes_copied, 23, kernel, bytes, "",		\
 	  "READ data copied from the answers into the request's pages "		\
 	  "(netblk_host_bytes_total{how=\"read_copied\"}).")			\
-	X(TX_ERRORS, tx_errors, 24, shim, count, "netblk_host_send_errors_total", \
+	X(TX_ERRORS, tx_errors, 24, kernel, count, "netblk_host_send_errors_total", \
 	  "Sends the socket refused (the resend timer sends them again).")	\
-	X(TX_DROPPED, tx_dropped, 25, shim, count, "",				\
+	X(TX_DROPPED, tx_dropped, 25, kernel, count, "",				\
 	  "Datagrams not sent: no room to record them.")			\
-	X(RX_DATAGRAMS, rx_datagrams, 26, shim, count,				\
+	X(RX_DATAGRAMS, rx_datagrams, 26, kernel, count,				\
 	  "netblk_host_datagrams_received_total",				\
 	  "Datagrams received from the instance.")				\
 	X(UNREACHABLE, unreachable, 27, core, gauge, "netblk_host_unreachable",	\
@@ -322,7 +322,7 @@
 	  "netblk_host_spurious_timeouts_total",				\
 	  "Resends after silence (why=\"timeout\") whose first send was "	\
 	  "answered after all.")						\
-	X(TX_BATCHED, tx_batched, 33, shim, count,				\
+	X(TX_BATCHED, tx_batched, 33, kernel, count,				\
 	  "netblk_host_datagrams_batched_total",				\
 	  "Datagrams sent in one UDP GSO send with others (one skb down the "	\
 	  "stack for the lot).")						\
@@ -336,7 +336,7 @@
 	X(REORDERING, reordering, 36, queue, gauge, "netblk_host_reordering",	\
 	  "The most later datagrams a first send's answer was seen to come "	\
 	  "after: an answer overtaken by fewer is not taken for lost.")		\
-	X(HEADER_PAGES, header_pages, 37, shim, count, "",			\
+	X(HEADER_PAGES, header_pages, 37, kernel, count, "",			\
 	  "Pages the client took for WRITE headers (a 32 KiB one serves 512; "	\
 	  "order 0: 64).")
 

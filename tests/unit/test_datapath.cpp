@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The data path of one instance, frames in and replies out, on the fake
- * shim's in-memory disk and NIC: what the module does, minus the kernel.
+ * fake target's in-memory disk and NIC: what the module does, minus the kernel.
  */
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "engine.h"
-#include "fake_shim.h"
+#include "fake_target.h"
 #include "frames.h"
 
 using namespace test;
@@ -169,7 +169,7 @@ TEST_F(instance_fixture, WriteInSeveralBuffersIsCopiedOnceAndAnsweredFromTheSlot
 	EXPECT_EQ(h.status, status_ok);
 	EXPECT_EQ(h.seq, 43u);
 	EXPECT_EQ(inst->sent[0].size(), reply_headroom) << "headers alone, not the frame's buffers";
-	EXPECT_EQ(inst->sent_frames[0], nullptr) << "built in a buffer of the shim's";
+	EXPECT_EQ(inst->sent_frames[0], nullptr) << "built in a buffer of the fake target's";
 	EXPECT_EQ(std::count(inst->freed_frames.begin(), inst->freed_frames.end(), handle), 1)
 		<< "the frame goes back once its data is copied";
 

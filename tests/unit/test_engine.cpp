@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-/* An instance's core through the C face the shim uses. */
+/* An instance's core through the C face the kernel side uses. */
 #include <gtest/gtest.h>
 
 #include "core_api.h"

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "fake_shim.h"
+#include "fake_target.h"
 #include "frames.h"
 #include "protocol.h"
 #include "session.h"

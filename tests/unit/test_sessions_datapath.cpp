@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "engine.h"
-#include "fake_shim.h"
+#include "fake_target.h"
 #include "frames.h"
 
 using namespace test;

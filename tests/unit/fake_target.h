@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The unit tests' shim: an in-memory disk and NIC behind the ops tables the
+ * The unit tests' target: an in-memory disk and NIC behind the ops tables the
  * core is created with (target_ops.h), so the data path runs in user space.
  */
 #ifndef NETBLK_FAKE_SHIM_H
@@ -110,7 +110,7 @@ netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
 				     const std::vector<uint32_t> &frag_sizes, uint64_t now);
 
 
-/* The fake's ops tables (fake_shim.cpp), which fake_start() hands the core. */
+/* The fake's ops tables (fake_target.cpp), which fake_start() hands the core. */
 extern const netblk_target_disk_ops fake_disk_ops;
 extern const netblk_target_transport_ops fake_transport_ops;
 

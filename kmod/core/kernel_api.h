@@ -5,8 +5,8 @@
  * calloc), and the ops a disk does.  What the server's core needs of its
  * disk and its transport is target_ops.h's, reached through ops tables.
  */
-#ifndef NETBLK_SHIM_API_H
-#define NETBLK_SHIM_API_H
+#ifndef NETBLK_KERNEL_API_H
+#define NETBLK_KERNEL_API_H
 
 #ifdef __cplusplus
 #include <stddef.h>
@@ -17,8 +17,8 @@ extern "C" {
 #endif
 
 /* Zeroed memory, or NULL; may sleep.  Only called when an instance starts. */
-void *netblk_shim_alloc(size_t size);
-void netblk_shim_free(void *p);
+void *netblk_kernel_alloc(size_t size);
+void netblk_kernel_free(void *p);
 
 enum netblk_io_op {
 	NETBLK_IO_READ = 1,

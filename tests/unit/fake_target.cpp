@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
-#include "fake_shim.h"
+#include "fake_target.h"
 
 #include <arpa/inet.h>
 #include <algorithm>
@@ -198,8 +198,8 @@ void fake_stop(netblk_instance *inst)
 
 extern "C" {
 
-void *netblk_shim_alloc(size_t size) { return calloc(1, size); }
-void netblk_shim_free(void *p) { free(p); }
+void *netblk_kernel_alloc(size_t size) { return calloc(1, size); }
+void netblk_kernel_free(void *p) { free(p); }
 
 } /* extern "C" */
 
