@@ -221,8 +221,9 @@ if command -v ip-full >/dev/null && ip-full -d link show dev eth0 | grep -q prog
 	command -v xdp-loader >/dev/null && xdp-loader unload eth0 --all >/dev/null 2>&1
 	ip-full link set dev eth0 xdp off
 fi
+# links made since the boot (a kernel with ifb built in boots with ifb0, ifb1)
 for n in /sys/class/net/*; do
-	case ${{n##*/}} in lo|eth0) ;; *) ip link del ${{n##*/}} 2>/dev/null ;; esac
+	grep -qx "${{n##*/}}" /run/netblk-boot-links || ip link del ${{n##*/}} 2>/dev/null
 done
 # libxdp's pins of the dispatchers of NICs that went away, or lost their
 # program behind its back (a NIC's driver removed, a veth deleted, bpftool
@@ -296,6 +297,7 @@ def _take(kind: Kind) -> Guest:
             pytest.fail(str(e), pytrace=False)
         kind.guest, kind.console_seen = g, 0
         if kind.shared:
+            g.check("ls /sys/class/net >/run/netblk-boot-links")
             kind.facts = _facts(g)
     return kind.guest
 
