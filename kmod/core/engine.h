@@ -38,6 +38,7 @@
 
 #include "core_api.h"
 #include "counters.h"
+#include "frame.h"
 #include "histogram.h"
 #include "protocol.h"
 #include "ring.h"

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "frame.h"
 #include "protocol.h"
 
 namespace test {

@@ -22,6 +22,7 @@
 
 #include "fake_target.h"
 #include "frames.h"
+#include "frame.h"
 #include "protocol.h"
 #include "session.h"
 
