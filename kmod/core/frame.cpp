@@ -14,6 +14,28 @@ constexpr u16 ip_flag_mf = 0x2000;
 constexpr u16 ip_frag_offset_mask = 0x1fff;
 constexpr u16 ip_flag_df = 0x4000;
 
+static u64 pack_mac(const u8 *mac)
+{
+	u64 v = 0;
+
+	for (u32 i = 0; i < 6; i++)
+		v = v << 8 | mac[i];
+	return v;
+}
+
+void frame_local_init(frame_local *l, const netblk_core_config &config)
+{
+	l->ip = config.local_ip;
+	l->port = config.port;
+	l->vlan = config.vlan;
+	frame_local_set_mac(l, config.local_mac);
+}
+
+void frame_local_set_mac(frame_local *l, const u8 *mac)
+{
+	__atomic_store_n(&l->mac, pack_mac(mac), __ATOMIC_RELAXED);
+}
+
 /* Multicast and broadcast MACs have the group bit, the first byte's lowest. */
 static bool group_mac(const u8 *mac) { return mac[0] & 1; }
 
@@ -57,8 +79,8 @@ static bool fail(drop_reason *why, drop_reason reason)
 	return false;
 }
 
-bool parse_frame(const frame_bytes &f, const endpoint &local, frame_layout *out,
-		 drop_reason *why)
+bool parse_frame(const frame_bytes &f, const endpoint &local, u32 payload_head,
+		 frame_layout *out, drop_reason *why)
 {
 	const u8 *frame = f.head;
 	/* the headers are read in the first buffer; lengths count them all */
@@ -105,10 +127,10 @@ bool parse_frame(const frame_bytes &f, const endpoint &local, frame_layout *out,
 	if (group_mac(frame + 6) || martian_source(src_ip, local.ip) || load_be16(udp) == 0)
 		return fail(why, drop_source);
 	/*
-	 * The netblk header (or as much of one as there is) in the first
+	 * The payload's header (or as much of one as there is) in the first
 	 * buffer: every NIC puts more than that there.
 	 */
-	if (l3 + ihl + udp_header_size + min(udp_len - udp_header_size, header_size) > frame_len)
+	if (l3 + ihl + udp_header_size + min(udp_len - udp_header_size, payload_head) > frame_len)
 		return fail(why, drop_malformed);
 	if (!udp_checksum_ok(ip, f, l3 + ihl, udp_len))
 		return fail(why, drop_checksum);
@@ -202,7 +224,7 @@ bool udp_checksum_ok(const u8 *ip_header, const frame_bytes &f, u32 udp_offset, 
 	return fold(sum) == 0xffff;
 }
 
-u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u16 ip_id)
+u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len)
 {
 	u32 l3 = eth_header_size;
 
@@ -223,7 +245,7 @@ u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u1
 	ip[0] = 0x45;			/* IPv4, 20-byte header */
 	ip[1] = 0;			/* DSCP/ECN */
 	store_be16(ip + 2, (u16)ip_len);
-	store_be16(ip + 4, ip_id);
+	store_be16(ip + 4, 0);		/* no ID: DF, never reassembled (RFC 6864) */
 	store_be16(ip + 6, ip_flag_df);
 	ip[8] = 64;			/* TTL */
 	ip[9] = ipproto_udp;
@@ -237,15 +259,6 @@ u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u1
 	store_be16(udp + 4, (u16)udp_len);
 	store_be16(udp + 6, 0);		/* not computed */
 	return l3 + ipv4_header_size + udp_header_size;
-}
-
-u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
-			u32 data_len, u16 ip_id)
-{
-	u32 at = write_frame_headers(frame, route, header_size + data_len, ip_id);
-
-	encode_header(frame + at, reply);
-	return at + header_size + data_len;
 }
 
 } /* namespace nb */

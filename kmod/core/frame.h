@@ -3,22 +3,66 @@
  * The Ethernet (802.1Q-tagged or not), IPv4 and UDP framing around netblk's
  * datagrams, which the XDP transport receives and sends: a received frame
  * parsed and checked, the route its reply goes back by, a reply's headers
- * written, the checksums.  The netblk header inside is protocol.h's.
+ * written, the checksums.  The netblk header inside is protocol.h's, and
+ * this file knows nothing of it: what a frame carries is its payload.
+ *
+ * The engine (receive.cpp, transmit.cpp ...) knows frames only as this
+ * file's answers, each a direct call or inline -- the data path spends no
+ * indirect call on them:
+ *  - the instance's end, kept as frame_local (frame_local_init(), _set_mac())
+ *    and read once a frame as an endpoint (frame_endpoint());
+ *  - a received frame's payload, its own header in the first buffer:
+ *    parse_frame()'s frame_layout, of which it reads payload_offset,
+ *    payload_len, head_len and frags alone;
+ *  - the way back, a reply_route it keeps as a handle (route_from_request())
+ *    and the client it names for sessions and cookies (route_peer());
+ *  - a reply's headers for a payload of some length, written before it
+ *    (write_frame_headers(), which says where the payload begins), never
+ *    longer than the request's were: a refusal is written over the request;
+ *  - the room they take: frame_headroom(); what of a frame the MTU does not
+ *    count: frame_link_size(); the largest payload at an MTU:
+ *    frame_payload_max(), which max_io follows.
+ *
+ * An IPv6 frame would provide the same, and the engine would not change:
+ * frame_local and endpoint with a 128-bit address (from a field of
+ * netblk_core_config the uapi and the transport would fill); parse_frame()
+ * walking the IPv6 header's extension headers to UDP (a Fragment header:
+ * drop_fragment), checking the UDP checksum, which IPv6 makes mandatory (0
+ * is malformed), over its own pseudo-header; reply_route with 128-bit
+ * addresses (a slot's 192 bytes have the room; engine.h asserts its size);
+ * write_frame_headers() writing a 40-byte header without extension headers
+ * -- and a UDP checksum, which would have to be computed after the netblk
+ * header is sealed and folded into (transmit.cpp), over the data; the
+ * headroom 62, or 66 tagged (a reply's data then 4-byte aligned, not 8);
+ * frame_payload_max() of mtu - 48.  What does not fit today: route_peer()
+ * gives a peer as session.h keys it, an IPv4 address and a port in 64 bits;
+ * session.h would key on a wider peer (or its hash).
  */
 #ifndef NETBLK_CORE_FRAME_H
 #define NETBLK_CORE_FRAME_H
 
+#include "core_api.h"
 #include "frame_bytes.h"
-#include "protocol.h"
 
 namespace nb {
 
+constexpr u32 eth_header_size = 14;
 constexpr u32 vlan_tag_size = 4;	/* an 802.1Q tag after the source MAC */
+constexpr u32 ipv4_header_size = 20;	/* replies never carry options */
+constexpr u32 udp_header_size = 8;
+/* IPv4 + UDP: what a datagram spends of the MTU before its payload. */
+constexpr u32 ip_udp_size = ipv4_header_size + udp_header_size;	/* 28 */
 
-/* Bytes of headers before a reply's data: 96, or 100 with a VLAN tag. */
-constexpr u32 reply_headers_size(bool tagged)
+/* Bytes of headers before a reply's payload: 42, or 46 with a VLAN tag. */
+constexpr u32 frame_headers_size(bool tagged)
 {
-	return reply_headroom + (tagged ? vlan_tag_size : 0);
+	return eth_header_size + (tagged ? vlan_tag_size : 0) + ip_udp_size;
+}
+
+/* The largest UDP payload a datagram carries at @mtu; 0 when none. */
+constexpr u32 frame_payload_max(u32 mtu)
+{
+	return mtu > ip_udp_size ? mtu - ip_udp_size : 0;
 }
 
 /*
@@ -31,6 +75,52 @@ struct endpoint {
 	u32 ip;			/* network order */
 	u16 port;		/* host order */
 };
+
+/*
+ * The instance's end as the engine keeps it: its address, port and VLAN set
+ * once, the NIC's MAC as it changes under frames arriving (a netdev
+ * notifier: netblk_core_set_link()), in the low 48 bits of one word stored
+ * and read atomically.
+ */
+struct frame_local {
+	u64 mac;
+	u32 ip;			/* network order */
+	u16 port;		/* host order */
+	u16 vlan;		/* 0: untagged */
+};
+
+/* From what the instance was started with. */
+void frame_local_init(frame_local *l, const netblk_core_config &config);
+void frame_local_set_mac(frame_local *l, const u8 *mac);
+
+/*
+ * The endpoint a received frame is checked against and its reply comes
+ * from: one reading of the MAC for both.
+ */
+inline endpoint frame_endpoint(const frame_local &l)
+{
+	u64 mac = __atomic_load_n(&l.mac, __ATOMIC_RELAXED);
+	endpoint e;
+
+	for (u32 i = 0; i < 6; i++)
+		e.mac[i] = (u8)(mac >> (40 - 8 * i));
+	e.vlan = l.vlan;
+	e.ip = l.ip;
+	e.port = l.port;
+	return e;
+}
+
+/* Bytes of a reply's headers before its payload, on this instance's link. */
+inline u32 frame_headroom(const frame_local &l)
+{
+	return frame_headers_size(l.vlan != 0);
+}
+
+/* Bytes of a frame its link's MTU does not count: the Ethernet header, and its tag. */
+inline u32 frame_link_size(const frame_local &l)
+{
+	return frame_headroom(l) - ip_udp_size;
+}
 
 /*
  * Why a frame steered to an instance is dropped unanswered.  Counted each
@@ -52,8 +142,8 @@ enum drop_reason : u8 {
 struct frame_layout {
 	u32 l3_offset;		/* IPv4 header: 14, or 18 behind a VLAN tag */
 	u32 udp_offset;		/* UDP header */
-	u32 payload_offset;	/* netblk header */
-	u32 payload_len;	/* UDP payload, netblk header included */
+	u32 payload_offset;	/* the UDP payload: a netblk header, then data */
+	u32 payload_len;	/* its bytes, as the UDP header says */
 	u32 head_len;		/* bytes of the frame in its first buffer */
 	bool frags;		/* it goes on in other buffers */
 	u16 vlan;		/* the tag's VLAN id, 0 when untagged */
@@ -66,17 +156,18 @@ struct frame_layout {
  * Whether a received Ethernet frame is a datagram for @local: IPv4 UDP to its
  * address and port on its VLAN, unfragmented, from a source a reply may go
  * to, with lengths that add up and checksums that hold (a UDP checksum of 0
- * is the sender's choice not to have one), and its headers -- netblk's too --
- * in its first buffer.  Fills @out when it is; otherwise *@why says what is
+ * is the sender's choice not to have one), and its headers in its first
+ * buffer -- the payload's first @payload_head bytes too (its own header), or
+ * as many as there are.  Fills @out when it is; otherwise *@why says what is
  * wrong.  Verifying the UDP checksum reads the payload.
  */
-bool parse_frame(const frame_bytes &f, const endpoint &local, frame_layout *out,
-		 drop_reason *why);
+bool parse_frame(const frame_bytes &f, const endpoint &local, u32 payload_head,
+		 frame_layout *out, drop_reason *why);
 
-inline bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local,
+inline bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, u32 payload_head,
 			frame_layout *out, drop_reason *why)
 {
-	return parse_frame(one_buffer(frame, frame_len), local, out, why);
+	return parse_frame(one_buffer(frame, frame_len), local, payload_head, out, why);
 }
 
 /* Whether an IPv4 source address (network order) is one no reply may go to. */
@@ -96,20 +187,24 @@ struct reply_route {
  */
 void route_from_request(const frame_layout &req, const endpoint &local, reply_route *route);
 
-/*
- * Write the reply's Ethernet (with the route's VLAN tag, if any), IPv4, UDP
- * and netblk headers -- reply_headers_size() bytes -- for @data_len bytes of
- * data after them, at @frame.  The UDP checksum is 0 ("not computed"):
- * computing it would read the data.  Returns the frame's length.
- */
-u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
-			u32 data_len, u16 ip_id);
+/* The client a reply goes back to, as session.h knows it. */
+struct peer_addr {
+	u32 ip;			/* network order */
+	u16 port;		/* host order */
+};
+
+inline peer_addr route_peer(const reply_route &route)
+{
+	return { route.dst_ip, route.dst_port };
+}
 
 /*
- * The Ethernet, IPv4 and UDP headers alone, for @payload_len bytes of UDP
- * payload after them; returns where the payload begins in @frame.
+ * Write a reply's Ethernet (with the route's VLAN tag, if any), IPv4 and UDP
+ * headers -- frame_headers_size() bytes -- for @payload_len bytes of UDP
+ * payload after them, at @frame; returns where the payload begins.  The
+ * UDP checksum is 0 ("not computed"): computing it would read the data.
  */
-u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u16 ip_id);
+u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len);
 
 /* The IPv4 header checksum over @len bytes (a multiple of 2). */
 u16 ipv4_checksum(const u8 *ip_header, u32 len);

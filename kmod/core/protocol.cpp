@@ -4,11 +4,11 @@
 
 namespace nb {
 
-u32 max_io_for_mtu(u32 mtu, u32 sector_size)
+u32 max_io_for_payload(u32 payload_max, u32 sector_size)
 {
-	if (sector_size == 0 || mtu <= datagram_overhead)
+	if (sector_size == 0 || payload_max <= header_size)
 		return 0;
-	u32 room = mtu - datagram_overhead;
+	u32 room = payload_max - header_size;
 	return room / sector_size * sector_size;
 }
 
@@ -20,10 +20,10 @@ static u32 request_limit(u64 device_bytes, u32 sector_size)
 	return (u32)(limit / sector_size * sector_size);
 }
 
-bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
+bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 payload_max, u32 slots,
 		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits)
 {
-	u32 max_io = max_io_for_mtu(mtu, sector_size);
+	u32 max_io = max_io_for_payload(payload_max, sector_size);
 
 	if (max_io == 0)
 		return false;

@@ -79,21 +79,11 @@ enum status_code : u16 {
 	status_ekeyrejected = 129,	/* no valid tag on a keyed instance */
 };
 
-constexpr u32 eth_header_size = 14;
-constexpr u32 ipv4_header_size = 20;	/* replies never carry options */
-constexpr u32 udp_header_size = 8;
 constexpr u32 header_size = 54;
 constexpr u32 reserved_offset = 42;	/* a folded WRITE answer's bits */
 constexpr u32 tag_offset = 46;		/* the tag is the header's last 8 bytes */
-/* IPv4 + UDP + netblk: what a datagram spends before its data. */
-constexpr u32 datagram_overhead = ipv4_header_size + udp_header_size + header_size;	/* 82 */
-/* Ethernet + the above: a reply's data starts dword-aligned at this offset. */
-constexpr u32 reply_headroom = eth_header_size + datagram_overhead;	/* 96 */
-static_assert(reply_headroom % 8 == 0, "data starts 8-byte aligned in the frame");
 constexpr u32 info_payload_size = 56;
 constexpr u32 read_datagrams_max = 16;	/* max_read = 16 x max_io */
-/* One 512-byte sector behind the headers. */
-constexpr u32 mtu_min = datagram_overhead + 512;	/* 594 */
 
 /* Protocol v1's header, which only the EPROTONOSUPPORT answer still speaks. */
 constexpr u32 v1_header_size = 30;
@@ -151,16 +141,21 @@ struct device_limits {
 	u64 max_write_zeroes_bytes;	/* 0: no write-zeroes */
 };
 
-/* Whole sectors that fit one datagram at @mtu; 0 when not even one does. */
-u32 max_io_for_mtu(u32 mtu, u32 sector_size);
+/*
+ * Whole sectors that fit one datagram behind its netblk header, when it
+ * carries @payload_max bytes of payload (the frame's answer at an MTU:
+ * frame.h frame_payload_max()); 0 when not even one does.
+ */
+u32 max_io_for_payload(u32 payload_max, u32 sector_size);
 
 /*
- * Fills @g from the device and the mtu; false when no sector fits.  The
+ * Fills @g from the device and the datagram's room, @payload_max as
+ * max_io_for_payload() takes it; false when no sector fits.  The
  * largest TRIM and WRITE_ZEROES are the device's, in whole sectors, at most
  * 1 GiB (one request's length is 32 bits; the block layer splits them).  A
  * read-only instance offers none of them, nor a write cache or FUA.
  */
-bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
+bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 payload_max, u32 slots,
 		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits);
 
 /*

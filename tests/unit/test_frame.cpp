@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine.h"	/* write_reply_headers() */
 #include "frame.h"
 #include "frames.h"
 
@@ -29,7 +30,7 @@ endpoint server(u16 vlan = 0)
 {
 	frame_layout l{};
 	drop_reason why = drop_reasons;
-	if (parse_frame(f.data(), (u32)f.size(), local, &l, &why))
+	if (parse_frame(f.data(), (u32)f.size(), local, header_size, &l, &why))
 		return ::testing::AssertionSuccess();
 	return ::testing::AssertionFailure() << "dropped, reason " << (int)why;
 }
@@ -38,7 +39,7 @@ void expect_dropped(const std::vector<u8> &f, drop_reason reason, const endpoint
 {
 	frame_layout l{};
 	drop_reason why = drop_reasons;
-	EXPECT_FALSE(parse_frame(f.data(), (u32)f.size(), local, &l, &why));
+	EXPECT_FALSE(parse_frame(f.data(), (u32)f.size(), local, header_size, &l, &why));
 	EXPECT_EQ(why, reason);
 }
 
@@ -51,7 +52,7 @@ TEST(Frame, ParsesOurDatagram)
 	std::vector<u8> f = udp_frame(server_ip, 7000, req);
 	frame_layout l{};
 	drop_reason why;
-	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(), &l, &why));
+	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(), header_size, &l, &why));
 	EXPECT_EQ(l.payload_offset, 42u);
 	EXPECT_EQ(l.payload_len, header_size);
 	EXPECT_EQ(l.src_port, 40000);
@@ -61,7 +62,7 @@ TEST(Frame, ParsesOurDatagram)
 
 	/* IP options move the payload; the parser follows the header length. */
 	std::vector<u8> opt = udp_frame(server_ip, 7000, req, 0x4000, 6);
-	ASSERT_TRUE(parse_frame(opt.data(), (u32)opt.size(), server(), &l, &why));
+	ASSERT_TRUE(parse_frame(opt.data(), (u32)opt.size(), server(), header_size, &l, &why));
 	EXPECT_EQ(l.payload_offset, 46u);
 }
 
@@ -160,7 +161,7 @@ TEST(Frame, VlanTagsMustMatchTheInstance)
 	std::vector<u8> f = build_frame(tagged, req);
 	frame_layout l{};
 	drop_reason why;
-	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(5), &l, &why));
+	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(5), header_size, &l, &why));
 	EXPECT_EQ(l.vlan, 5);
 	EXPECT_EQ(l.l3_offset, 18u);
 	EXPECT_EQ(l.payload_offset, 46u);
@@ -172,7 +173,7 @@ TEST(Frame, ReplyHeadersSwapAddressesAndChecksum)
 	std::vector<u8> f = udp_frame(server_ip, 7000, wreq);
 	frame_layout l{};
 	drop_reason why;
-	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(), &l, &why));
+	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(), header_size, &l, &why));
 
 	reply_route route{};
 	route_from_request(l, server(), &route);
@@ -184,7 +185,7 @@ TEST(Frame, ReplyHeadersSwapAddressesAndChecksum)
 	reply.offset = 512;
 	reply.length = 1024;
 	std::vector<u8> out(reply_headroom + 100, 0);
-	u32 len = write_reply_headers(out.data(), route, reply, 100, 7);
+	u32 len = write_reply_headers(out.data(), route, reply, 100);
 
 	EXPECT_EQ(len, reply_headroom + 100);
 	EXPECT_EQ(0, memcmp(&out[0], client_mac, 6));
@@ -214,7 +215,7 @@ TEST(Frame, ReplyComesFromTheNicsOwnMac)
 	frame_layout l{};
 	drop_reason why;
 	endpoint me = server();
-	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), me, &l, &why));
+	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), me, header_size, &l, &why));
 	const u8 changed[6] = {0x02, 0, 0, 0, 0, 0x42};
 	memcpy(me.mac, changed, 6);
 	reply_route route{};
@@ -230,7 +231,7 @@ TEST(Frame, TaggedReplyCarriesTheTag)
 	std::vector<u8> f = build_frame(tagged, req);
 	frame_layout l{};
 	drop_reason why;
-	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(5), &l, &why));
+	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(5), header_size, &l, &why));
 	reply_route route{};
 	route_from_request(l, server(5), &route);
 	header reply{};
@@ -239,8 +240,8 @@ TEST(Frame, TaggedReplyCarriesTheTag)
 	reply.op = op_read | op_reply_bit;
 	reply.seq = 1;
 	reply.length = 512;
-	std::vector<u8> out(reply_headers_size(true) + 512, 0);
-	EXPECT_EQ(write_reply_headers(out.data(), route, reply, 512, 0), 100u + 512);
+	std::vector<u8> out(frame_headers_size(true) + header_size + 512, 0);
+	EXPECT_EQ(write_reply_headers(out.data(), route, reply, 512), 100u + 512);
 	EXPECT_EQ(load_be16(&out[12]), 0x8100);
 	EXPECT_EQ(load_be16(&out[14]), 5);
 	EXPECT_EQ(load_be16(&out[16]), 0x0800);
