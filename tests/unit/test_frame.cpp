@@ -85,7 +85,8 @@ TEST(Frame, DropsFragmentsAndMalformedFrames)
 	expect_dropped(udp_frame(server_ip, 7000, req, 0x0010), drop_fragment);
 
 	std::vector<u8> truncated = udp_frame(server_ip, 7000, req);
-	truncated.resize(truncated.size() - 4);
+	/* not resize(): GCC 12 sees a memset of -5 bytes there (-Wstringop-overflow) */
+	truncated.erase(truncated.end() - 4, truncated.end());
 	expect_dropped(truncated, drop_malformed);
 
 	std::vector<u8> arp = udp_frame(server_ip, 7000, req);
@@ -269,4 +270,76 @@ TEST(Frame, Ipv4ChecksumKnownVector)
 	const u8 hdr[20] = {0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11,
 			    0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8, 0x00, 0xc7};
 	EXPECT_EQ(ipv4_checksum(hdr, 20), 0xb861);
+}
+
+/* ---- what the engine asks of the frame ---- */
+
+TEST(Frame, TheInstancesEndAndTheRoomItsRepliesTake)
+{
+	netblk_core_config c{};
+	c.local_ip = server_ip;
+	c.port = server_port;
+	memcpy(c.local_mac, server_mac, 6);
+	frame_local l;
+	frame_local_init(&l, c);
+	EXPECT_EQ(frame_headroom(l), 42u) << "Ethernet, IPv4, UDP";
+	EXPECT_EQ(frame_link_size(l), 14u) << "what the MTU does not count";
+	endpoint e = frame_endpoint(l);
+	EXPECT_EQ(0, memcmp(e.mac, server_mac, 6));
+	EXPECT_EQ(e.ip, server_ip);
+	EXPECT_EQ(e.port, server_port);
+	EXPECT_EQ(e.vlan, 0);
+	EXPECT_TRUE(ours(udp_frame(server_ip, server_port, req), e));
+
+	const u8 changed[6] = {0x02, 0, 0, 0, 0, 0x42};
+	frame_local_set_mac(&l, changed);
+	EXPECT_EQ(0, memcmp(frame_endpoint(l).mac, changed, 6));
+	expect_dropped(udp_frame(server_ip, server_port, req), drop_misaddressed, frame_endpoint(l));
+
+	c.vlan = 5;
+	frame_local_init(&l, c);
+	EXPECT_EQ(frame_headroom(l), 46u);
+	EXPECT_EQ(frame_link_size(l), 18u);
+	EXPECT_EQ(frame_endpoint(l).vlan, 5);
+}
+
+TEST(Frame, PayloadRoomAtAnMtu)
+{
+	EXPECT_EQ(frame_payload_max(1500), 1472u);
+	EXPECT_EQ(frame_payload_max(29), 1u);
+	EXPECT_EQ(frame_payload_max(28), 0u);
+	EXPECT_EQ(frame_payload_max(0), 0u);
+}
+
+TEST(Frame, RoutePeerIsTheRequestsSource)
+{
+	std::vector<u8> f = udp_frame(server_ip, server_port, req);
+	frame_layout l{};
+	drop_reason why;
+	ASSERT_TRUE(parse_frame(f.data(), (u32)f.size(), server(), header_size, &l, &why));
+	reply_route route{};
+	route_from_request(l, server(), &route);
+	peer_addr p = route_peer(route);
+	EXPECT_EQ(p.ip, client_ip);
+	EXPECT_EQ(p.port, client_port);
+}
+
+TEST(Frame, ThePayloadsHeaderMustBeInTheFirstBuffer)
+{
+	std::vector<u8> data(512, 1);
+	std::vector<u8> f = udp_frame(server_ip, server_port, write_request(0, data));
+	u32 payload_at = eth_header_size + ip_udp_size;
+	u32 head = payload_at + 20;	/* 20 bytes of the netblk header in the first buffer */
+	piece rest = { f.data() + head, (u32)f.size() - head };
+	frame_bytes bytes = { f.data(), head, &rest, 1, rest.len };
+	frame_layout l{};
+	drop_reason why = drop_reasons;
+
+	EXPECT_FALSE(parse_frame(bytes, server(), header_size, &l, &why));
+	EXPECT_EQ(why, drop_malformed);
+	ASSERT_TRUE(parse_frame(bytes, server(), 20, &l, &why)) << "as much as the caller asks";
+	EXPECT_EQ(l.payload_offset, payload_at);
+	EXPECT_EQ(l.payload_len, header_size + 512);
+	EXPECT_EQ(l.head_len, head);
+	EXPECT_TRUE(l.frags);
 }
