@@ -39,9 +39,9 @@ NETBLKCTL_INCLUDES := -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf
 NETBLKCTL_LINK := $(NETBLKCTL_SRCS) kmod/core/histogram.cpp -lmnl -lxdp -lbpf -lmicrohttpd
 # It speaks the protocol with the core's own codec, paces itself with the
 # core's send window, and reads key files with netblkctl's parser.
-LOAD_SRCS := tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/siphash.cpp \
+LOAD_SRCS := tools/netblk-load/netblk_load.cpp kmod/core/protocol.cpp kmod/core/frame_bytes.cpp kmod/core/siphash.cpp \
 	kmod/core/rto.cpp tools/netblkctl/key_text.cpp
-LOAD_PREREQS := $(LOAD_SRCS) kmod/core/protocol.h kmod/core/siphash.h kmod/core/types.h \
+LOAD_PREREQS := $(LOAD_SRCS) kmod/core/protocol.h kmod/core/frame_bytes.h kmod/core/siphash.h kmod/core/types.h \
 	kmod/core/rto.h tools/netblkctl/key_text.h
 LOAD_FLAGS := $(CXXFLAGS_USER) -pthread -Ikmod/core -Itools/netblkctl
 

@@ -46,14 +46,15 @@ void engine::discard(u32 index)
 
 void engine::open_session(u32 index, slot &s, u64 now_ns)
 {
+	peer_addr from = route_peer(s.route);
 	u32 id = 0;
 	u64 token = 0;
-	session_table::open_result r = sessions_.open(s.route.dst_ip, s.route.dst_port,
-						      s.request.seq, now_ns, &id, &token);
+	session_table::open_result r = sessions_.open(from.ip, from.port, s.request.seq, now_ns,
+						      &id, &token);
 	bool fold = s.request.flags & flag_fold_answers;
 
 	if (r != session_table::open_result::full)
-		sessions_.find(id, token, s.route.dst_ip, s.route.dst_port)->fold_answers = fold;
+		sessions_.find(id, token, from.ip, from.port)->fold_answers = fold;
 	s.request.session = id;
 	s.request.token = token;
 	/* the answer that opens it says whether its WRITE answers fold: as the client asked */
@@ -91,7 +92,8 @@ bool engine::admit(u32 index, u64 now_ns)
 		open_session(index, s, now_ns);
 		return false;
 	}
-	session *ss = sessions_.find(h.session, h.token, s.route.dst_ip, s.route.dst_port);
+	peer_addr from = route_peer(s.route);
+	session *ss = sessions_.find(h.session, h.token, from.ip, from.port);
 	if (!ss) {
 		/* evicted or replaced between the receive path's look and now */
 		add_once(worker_.not_connected, 1);

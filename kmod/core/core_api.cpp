@@ -41,7 +41,7 @@ uint64_t netblk_core_export_id(const void *id, uint32_t len)
 
 uint32_t netblk_core_max_io_for_mtu(uint32_t mtu, uint32_t sector_size)
 {
-	return nb::max_io_for_mtu(mtu, sector_size);
+	return nb::max_io_for_payload(nb::frame_payload_max(mtu), sector_size);
 }
 
 uint32_t netblk_core_max_io(const struct netblk_core *core)

@@ -32,7 +32,7 @@ struct netblk_target_disk_ops;	/* target_ops.h */
 struct netblk_target_transport_ops;
 
 /*
- * Why a frame is dropped unanswered: nb::drop_reason (protocol.h), for C;
+ * Why a frame is dropped unanswered: nb::drop_reason (frame.h), for C;
  * netblk_counters.h's NETBLK_DROPS, in its order.
  */
 #define NETBLK_DROP_ENUM(NAME, ...) NETBLK_DROP_##NAME,

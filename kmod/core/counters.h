@@ -11,6 +11,7 @@
 #ifndef NETBLK_CORE_COUNTERS_H
 #define NETBLK_CORE_COUNTERS_H
 
+#include "frame.h"
 #include "protocol.h"
 #include "types.h"
 

@@ -10,10 +10,17 @@
 namespace nb {
 
 static_assert((int)drop_reasons == NETBLK_DROP_REASONS && (int)drop_multibuffer == NETBLK_DROP_MULTIBUFFER,
-	      "core_api.h's drop reasons are protocol.h's");
+	      "core_api.h's drop reasons are frame.h's");
 static_assert(sizeof(piece) == sizeof(netblk_piece) &&
 		      offsetof(piece, len) == offsetof(netblk_piece, len),
-	      "core_api.h's netblk_piece is protocol.h's piece");
+	      "core_api.h's netblk_piece is frame_bytes.h's piece");
+/*
+ * A READ's data is read in where its reply sends it from: behind the headers,
+ * 8-byte aligned (4 behind a VLAN tag).
+ */
+static_assert((frame_headers_size(false) + header_size) % 8 == 0 &&
+		      (frame_headers_size(true) + header_size) % 4 == 0,
+	      "a reply's data starts aligned behind its headers");
 static_assert(op_last + 1 == NETBLK_OP_CODES, "core_api.h's op codes are protocol.h's");
 static_assert(session_table::per_source_default == NETBLK_PER_SOURCE_DEFAULT,
 	      "core_api.h's default is session.h's");
@@ -38,15 +45,6 @@ void slot_list::destroy()
 	entries = nullptr;
 }
 
-static u64 pack_mac(const u8 *mac)
-{
-	u64 v = 0;
-
-	for (u32 i = 0; i < 6; i++)
-		v = v << 8 | mac[i];
-	return v;
-}
-
 int engine::init(const netblk_core_config &config)
 {
 	if (config.slots == 0 || (config.slots & (config.slots - 1)) || config.nr_cpus == 0)
@@ -56,16 +54,15 @@ int engine::init(const netblk_core_config &config)
 		config.max_discard_bytes, config.max_write_zeroes_bytes,
 	};
 
-	if (!geometry_init(&geo_, config.size_bytes, config.sector_size, config.mtu,
-			   config.slots, config.read_only, config.volatile_cache, config.fua,
-			   limits))
+	if (!geometry_init(&geo_, config.size_bytes, config.sector_size,
+			   frame_payload_max(config.mtu), config.slots, config.read_only,
+			   config.volatile_cache, config.fua, limits))
 		return -err_inval;
 	geo_.export_id = config.export_id;
 	nr_cpus_ = config.nr_cpus;
-	local_ip_ = config.local_ip;
-	port_ = config.port;
-	vlan_ = config.vlan;
-	reply_headroom_ = reply_headers_size(config.vlan != 0);
+	frame_local_init(&local_, config);
+	reply_headroom_ = frame_headroom(local_) + header_size;
+	link_size_ = frame_link_size(local_);
 	dma_align_mask_ = config.dma_align_mask;
 	/* a datagram's data must lie in one data page: max_io must divide it */
 	if (config.gather_page && config.gather_page % geo_.max_io == 0)
@@ -112,7 +109,7 @@ void engine::destroy()
 
 void engine::set_link(u32 mtu, const u8 *mac)
 {
-	__atomic_store_n(&local_mac_, pack_mac(mac), __ATOMIC_RELAXED);
+	frame_local_set_mac(&local_, mac);
 	__atomic_store_n(&link_mtu_, mtu, __ATOMIC_RELAXED);
 }
 

@@ -38,6 +38,7 @@
 
 #include "core_api.h"
 #include "counters.h"
+#include "frame.h"
 #include "histogram.h"
 #include "protocol.h"
 #include "ring.h"
@@ -109,6 +110,19 @@ struct slot_list {
 	}
 };
 
+/*
+ * A reply's frame headers (frame.h) and netblk header for @data_len bytes of
+ * data after them, at @frame: the frame's length.
+ */
+inline u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
+			       u32 data_len)
+{
+	u32 at = write_frame_headers(frame, route, header_size + data_len);
+
+	encode_header(frame + at, reply);
+	return at + header_size + data_len;
+}
+
 class engine {
 public:
 	int init(const netblk_core_config &config);
@@ -162,7 +176,6 @@ public:
 	static constexpr u32 tx_failure_tries = 8;
 
 private:
-	endpoint local() const;
 	/* What a HELLO's answer says of the instance's tags (and an EKEYREJECTED's). */
 	u16 auth_flags() const
 	{
@@ -227,13 +240,11 @@ private:
 
 	geometry geo_ = {};
 	u32 nr_cpus_ = 0;
-	u32 local_ip_ = 0;
-	u16 port_ = 0;
-	u16 vlan_ = 0;
-	u32 reply_headroom_ = 0;
+	frame_local local_ = {};		/* the instance's end of the link (frame.h) */
+	u32 reply_headroom_ = 0;	/* the frame's headers and netblk's */
+	u32 link_size_ = 0;		/* bytes of a reply frame its MTU does not count */
 	u32 dma_align_mask_ = 0;
 	u32 gather_page_ = 0;	/* netblk_core_config.gather_page */
-	u64 local_mac_ = 0;	/* the NIC's address in the low 48 bits: set_link() */
 	u32 link_mtu_ = 0;
 	/* what it reaches the kernel by (target_ops.h): one indirect call each */
 	netblk_instance *inst_ = nullptr;

@@ -2,14 +2,16 @@
 /*
  * netblk wire protocol v2 (docs/protocol.md): the 54-byte header every
  * request and reply begins with, the INFO payload, the tag that
- * authenticates a datagram on a keyed instance, the request validation that
- * decides between dropping, refusing and serving a datagram, and the
- * Ethernet/IPv4/UDP framing around it.  Sessions, cookies and replay
- * windows are session.h's.
+ * authenticates a datagram on a keyed instance, and the request validation
+ * that decides between dropping, refusing and serving a datagram.  The
+ * Ethernet/IPv4/UDP framing around it is frame.h's, a received frame's
+ * buffers frame_bytes.h's; sessions, cookies and replay windows are
+ * session.h's.
  */
 #ifndef NETBLK_CORE_PROTOCOL_H
 #define NETBLK_CORE_PROTOCOL_H
 
+#include "frame_bytes.h"
 #include "siphash.h"
 #include "types.h"
 
@@ -77,21 +79,11 @@ enum status_code : u16 {
 	status_ekeyrejected = 129,	/* no valid tag on a keyed instance */
 };
 
-constexpr u32 eth_header_size = 14;
-constexpr u32 ipv4_header_size = 20;	/* replies never carry options */
-constexpr u32 udp_header_size = 8;
 constexpr u32 header_size = 54;
 constexpr u32 reserved_offset = 42;	/* a folded WRITE answer's bits */
 constexpr u32 tag_offset = 46;		/* the tag is the header's last 8 bytes */
-/* IPv4 + UDP + netblk: what a datagram spends before its data. */
-constexpr u32 datagram_overhead = ipv4_header_size + udp_header_size + header_size;	/* 82 */
-/* Ethernet + the above: a reply's data starts dword-aligned at this offset. */
-constexpr u32 reply_headroom = eth_header_size + datagram_overhead;	/* 96 */
-static_assert(reply_headroom % 8 == 0, "data starts 8-byte aligned in the frame");
 constexpr u32 info_payload_size = 56;
 constexpr u32 read_datagrams_max = 16;	/* max_read = 16 x max_io */
-/* One 512-byte sector behind the headers. */
-constexpr u32 mtu_min = datagram_overhead + 512;	/* 594 */
 
 /* Protocol v1's header, which only the EPROTONOSUPPORT answer still speaks. */
 constexpr u32 v1_header_size = 30;
@@ -149,16 +141,21 @@ struct device_limits {
 	u64 max_write_zeroes_bytes;	/* 0: no write-zeroes */
 };
 
-/* Whole sectors that fit one datagram at @mtu; 0 when not even one does. */
-u32 max_io_for_mtu(u32 mtu, u32 sector_size);
+/*
+ * Whole sectors that fit one datagram behind its netblk header, when it
+ * carries @payload_max bytes of payload (the frame's answer at an MTU:
+ * frame.h frame_payload_max()); 0 when not even one does.
+ */
+u32 max_io_for_payload(u32 payload_max, u32 sector_size);
 
 /*
- * Fills @g from the device and the mtu; false when no sector fits.  The
+ * Fills @g from the device and the datagram's room, @payload_max as
+ * max_io_for_payload() takes it; false when no sector fits.  The
  * largest TRIM and WRITE_ZEROES are the device's, in whole sectors, at most
  * 1 GiB (one request's length is 32 bits; the block layer splits them).  A
  * read-only instance offers none of them, nor a write cache or FUA.
  */
-bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 mtu, u32 slots,
+bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 payload_max, u32 slots,
 		   bool read_only, bool volatile_cache, bool fua, const device_limits &limits);
 
 /*
@@ -191,50 +188,6 @@ struct auth_config {
 	bool data;		/* auth=full */
 	siphash_key key;
 };
-
-/*
- * A received frame's bytes: its first buffer, and for a multi-buffer XDP
- * frame (a jumbo datagram on a NIC whose receive buffers are smaller, like
- * virtio-net's 3520-byte ones) the buffers it goes on in, in order.  Its
- * headers, netblk's included, are always in the first (parse_frame()).
- */
-struct piece {
-	u8 *data;
-	u32 len;
-};
-
-struct frame_bytes {
-	const u8 *head;
-	u32 head_len;
-	const piece *frags;
-	u32 nr_frags;
-	u32 frags_len;		/* their bytes together */
-};
-
-/* A frame of one buffer. */
-inline frame_bytes one_buffer(const u8 *frame, u32 len)
-{
-	return { frame, len, nullptr, 0, 0 };
-}
-
-/*
- * The bytes [offset, offset + len) of a frame, one contiguous run a call,
- * in order; next() is false once they are all given (or the frame ends).
- */
-class frame_runs {
-public:
-	frame_runs(const frame_bytes &f, u32 offset, u32 len);
-	bool next(const u8 **p, u32 *n);
-
-private:
-	const frame_bytes &f_;
-	u32 buffer_;		/* 0: the head; i + 1: frags[i] */
-	u32 offset_;		/* in that buffer */
-	u32 left_;
-};
-
-/* Copy @len bytes from @offset of @f to @dst. */
-void copy_from_frame(u8 *dst, const frame_bytes &f, u32 offset, u32 len);
 
 u64 compute_tag(const auth_config &a, const u8 *header_bytes, const u8 *data, u32 data_len);
 /* The same over data lying at @data_offset of a frame, in as many buffers as it takes. */
@@ -275,43 +228,6 @@ decision validate_header(const frame_bytes &f, u32 payload_offset, u32 udp_paylo
  */
 decision validate_op(const header &h, u32 udp_payload_len, const geometry &g);
 
-/* ---- Ethernet / IPv4 / UDP framing ---- */
-
-constexpr u32 vlan_tag_size = 4;	/* an 802.1Q tag after the source MAC */
-
-/* Bytes of headers before a reply's data: 96, or 100 with a VLAN tag. */
-constexpr u32 reply_headers_size(bool tagged)
-{
-	return reply_headroom + (tagged ? vlan_tag_size : 0);
-}
-
-/*
- * The instance's own end of the link: what a request must be addressed to,
- * and what its replies come from.
- */
-struct endpoint {
-	u8 mac[6];		/* the NIC's own address */
-	u16 vlan;		/* the 802.1Q VLAN served, 0: untagged frames only */
-	u32 ip;			/* network order */
-	u16 port;		/* host order */
-};
-
-/*
- * Why a frame steered to an instance is dropped unanswered.  Counted each
- * on its own (netblk_genl.h NETBLK_S_DROP_*); `bad` is their sum.
- */
-enum drop_reason : u8 {
-	drop_malformed,		/* not a whole IPv4/UDP datagram, or a bad IPv4 header checksum */
-	drop_fragment,		/* an IPv4 fragment: there is no reassembly */
-	drop_multibuffer,	/* an XDP frame in several buffers */
-	drop_misaddressed,	/* not to the NIC's MAC, the instance's address and port */
-	drop_vlan,		/* tagged for a VLAN the instance does not serve, or untagged for one that does */
-	drop_source,		/* from where no reply may go: group MAC, martian IPv4, port 0 */
-	drop_checksum,		/* a UDP checksum that does not add up */
-	drop_not_request,	/* no netblk request: too short, wrong magic, or a reply */
-	drop_reasons,		/* how many there are */
-};
-
 /*
  * The statuses a request is refused with on the spot, each counted on its
  * own (core_api.h enum netblk_refusal, netblk_genl.h NETBLK_S_REFUSED_*).
@@ -336,83 +252,6 @@ enum refusal : u8 {
 
 /* The counter of a refusal with @status; refusals when it is none. */
 refusal refusal_of(u16 status);
-
-/* Where a received datagram's parts lie in its frame. */
-struct frame_layout {
-	u32 l3_offset;		/* IPv4 header: 14, or 18 behind a VLAN tag */
-	u32 udp_offset;		/* UDP header */
-	u32 payload_offset;	/* netblk header */
-	u32 payload_len;	/* UDP payload, netblk header included */
-	u32 head_len;		/* bytes of the frame in its first buffer */
-	bool frags;		/* it goes on in other buffers */
-	u16 vlan;		/* the tag's VLAN id, 0 when untagged */
-	u8 src_mac[6];
-	u32 src_ip, dst_ip;	/* network byte order, as on the wire */
-	u16 src_port, dst_port;	/* host byte order */
-};
-
-/*
- * Whether a received Ethernet frame is a datagram for @local: IPv4 UDP to its
- * address and port on its VLAN, unfragmented, from a source a reply may go
- * to, with lengths that add up and checksums that hold (a UDP checksum of 0
- * is the sender's choice not to have one), and its headers -- netblk's too --
- * in its first buffer.  Fills @out when it is; otherwise *@why says what is
- * wrong.  Verifying the UDP checksum reads the payload.
- */
-bool parse_frame(const frame_bytes &f, const endpoint &local, frame_layout *out,
-		 drop_reason *why);
-
-inline bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local,
-			frame_layout *out, drop_reason *why)
-{
-	return parse_frame(one_buffer(frame, frame_len), local, out, why);
-}
-
-/* Whether an IPv4 source address (network order) is one no reply may go to. */
-bool martian_source(u32 src_ip, u32 local_ip);
-
-/* The addresses a reply goes back with. */
-struct reply_route {
-	u8 src_mac[6], dst_mac[6];
-	u16 vlan;		/* 0: untagged */
-	u32 src_ip, dst_ip;	/* network order */
-	u16 src_port, dst_port;	/* host order */
-};
-
-/*
- * Back to where the request came from, from @local: the reply's source MAC is
- * the NIC's own, never whatever the request was sent to.
- */
-void route_from_request(const frame_layout &req, const endpoint &local, reply_route *route);
-
-/*
- * Write the reply's Ethernet (with the route's VLAN tag, if any), IPv4, UDP
- * and netblk headers -- reply_headers_size() bytes -- for @data_len bytes of
- * data after them, at @frame.  The UDP checksum is 0 ("not computed"):
- * computing it would read the data.  Returns the frame's length.
- */
-u32 write_reply_headers(u8 *frame, const reply_route &route, const header &reply,
-			u32 data_len, u16 ip_id);
-
-/*
- * The Ethernet, IPv4 and UDP headers alone, for @payload_len bytes of UDP
- * payload after them; returns where the payload begins in @frame.
- */
-u32 write_frame_headers(u8 *frame, const reply_route &route, u32 payload_len, u16 ip_id);
-
-/* The IPv4 header checksum over @len bytes (a multiple of 2). */
-u16 ipv4_checksum(const u8 *ip_header, u32 len);
-
-/*
- * The ones' complement sum (RFC 1071) of @len bytes added to @sum, not yet
- * folded to 16 bits nor complemented; @len may be odd.
- */
-u64 ones_sum(const u8 *p, u32 len, u64 sum);
-
-/* Whether a UDP datagram's checksum holds (or is 0: not computed). */
-bool udp_checksum_ok(const u8 *ip_header, const u8 *udp, u32 udp_len);
-/* The same for the datagram at @udp_offset of a frame of several buffers. */
-bool udp_checksum_ok(const u8 *ip_header, const frame_bytes &f, u32 udp_offset, u32 udp_len);
 
 } /* namespace nb */
 

@@ -7,24 +7,11 @@
 
 namespace nb {
 
-endpoint engine::local() const
-{
-	u64 mac = __atomic_load_n(&local_mac_, __ATOMIC_RELAXED);
-	endpoint e;
-
-	for (u32 i = 0; i < 6; i++)
-		e.mac[i] = (u8)(mac >> (40 - 8 * i));
-	e.vlan = vlan_;
-	e.ip = local_ip_;
-	e.port = port_;
-	return e;
-}
-
 /*
  * Answer on the spot: the request's own frame becomes the reply, one header
  * carrying the request's handle, offset, length and the status.  A request
- * that got this far has a whole IPv4 header and a whole netblk header behind
- * the same Ethernet header as the reply's, so the frame has room for them.
+ * that got this far has a whole netblk header behind frame headers no
+ * shorter than the reply's (frame.h), so the frame has room for them.
  */
 netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 					  const reply_route &route, const header &h, u16 status)
@@ -38,7 +25,7 @@ netblk_rx_verdict engine::refuse_in_place(rx_counters &c, u8 *data, u32 *len,
 	if (status == status_ekeyrejected)
 		/* untagged (the client may not have the key): what it needs instead */
 		reply.flags = auth_flags();
-	*len = write_reply_headers(data, route, reply, 0, 0);
+	*len = write_reply_headers(data, route, reply, 0);
 	if (status != status_ekeyrejected)
 		seal(auth_, data + *len - header_size, nullptr, 0);
 	count_refusal(c.refused_by, status);
@@ -57,13 +44,13 @@ netblk_rx_verdict engine::refuse_v1(rx_counters &c, u8 *data, u32 *len,
 {
 	/*
 	 * Its op and v1 bytes 8-27, before the headers overwrite them: the
-	 * reply's (no IPv4 options) may start before the request's did.
+	 * reply's frame headers may be shorter than the request's (frame.h).
 	 */
 	u8 op = data[layout.payload_offset + 5];
 	u8 handle_offset_length[20];
 
 	copy_bytes(handle_offset_length, data + layout.payload_offset + 8, 20);
-	u32 at = write_frame_headers(data, route, v1_header_size, 0);
+	u32 at = write_frame_headers(data, route, v1_header_size);
 	u8 *p = data + at;
 
 	store_be32(p, proto_magic);
@@ -195,7 +182,7 @@ netblk_rx_verdict engine::receive(u32 cpu, void *frame, u8 *data, u32 *len, cons
 				  u32 nr_frags, u64 now_ns)
 {
 	rx_counters &c = rx_[cpu];
-	endpoint me = local();
+	endpoint me = frame_endpoint(local_);
 	frame_bytes bytes = { data, *len, frags, nr_frags, 0 };
 	frame_layout layout;
 	reply_route route;
@@ -206,7 +193,7 @@ netblk_rx_verdict engine::receive(u32 cpu, void *frame, u8 *data, u32 *len, cons
 	for (u32 i = 0; i < nr_frags; i++)
 		bytes.frags_len += frags[i].len;
 	/* What cannot or must not be answered is dropped, and counted by reason. */
-	if (!parse_frame(bytes, me, &layout, &why)) {
+	if (!parse_frame(bytes, me, header_size, &layout, &why)) {
 		count_drop(c, why);
 		return NETBLK_RX_FREE;
 	}
@@ -242,16 +229,17 @@ netblk_rx_verdict engine::hello(rx_counters &c, void *frame, u8 *data, u32 *len,
 				const frame_layout &layout, const reply_route &route,
 				const header &h, u64 now_ns)
 {
-	if (h.token && sessions_.cookie_valid(layout.src_ip, layout.src_port, h.seq, h.token,
-					      now_ns))
+	peer_addr from = route_peer(route);
+
+	if (h.token && sessions_.cookie_valid(from.ip, from.port, h.seq, h.token, now_ns))
 		return queue_one(c, frame, data, len, layout, route, h, now_ns);
 
 	header reply = h;
 	reply.op = (u8)(h.op | op_reply_bit);
 	reply.status = status_ok;
 	reply.flags = auth_flags() | flag_fold_answers;	/* offered: see open_session() */
-	reply.token = sessions_.cookie(layout.src_ip, layout.src_port, h.seq, now_ns);
-	*len = write_reply_headers(data, route, reply, 0, 0);
+	reply.token = sessions_.cookie(from.ip, from.port, h.seq, now_ns);
+	*len = write_reply_headers(data, route, reply, 0);
 	seal(auth_, data + *len - header_size, nullptr, 0);
 	add_once(c.hello_cookies, 1);
 	return NETBLK_RX_REPLY;
@@ -266,7 +254,9 @@ netblk_rx_verdict engine::serve_session(rx_counters &c, void *frame, u8 *data, u
 					const frame_layout &layout, const reply_route &route,
 					const header &h, u64 now_ns)
 {
-	if (!sessions_.matches(h.session, h.token, layout.src_ip, layout.src_port)) {
+	peer_addr from = route_peer(route);
+
+	if (!sessions_.matches(h.session, h.token, from.ip, from.port)) {
 		add_once(c.not_connected, 1);
 		return refuse_in_place(c, data, len, route, h, status_enotconn);
 	}

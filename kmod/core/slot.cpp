@@ -75,8 +75,8 @@ void engine::let_go_frame(slot &s)
 /* A request started in its window has its answer: its duplicates get it too. */
 void engine::window_done(slot &s)
 {
-	session *ss = sessions_.find(s.request.session, s.request.token, s.route.dst_ip,
-				     s.route.dst_port);
+	peer_addr from = route_peer(s.route);
+	session *ss = sessions_.find(s.request.session, s.request.token, from.ip, from.port);
 
 	s.windowed = false;
 	if (!ss)

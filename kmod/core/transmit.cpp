@@ -66,11 +66,11 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	reply.op = (u8)(s.request.op | op_reply_bit);
 	reply.status = s.status;
 	reply.reserved = 0;
-	s.reply_len = write_reply_headers(s.reply_at, s.route, reply, data_len, 0);
+	s.reply_len = write_reply_headers(s.reply_at, s.route, reply, data_len);
 	if (!foldable(s))
 		seal_reply(s, data_len);	/* else reply() does, once it knows what folds in */
 	/* The NIC's MTU went down under the instance: never send more than it carries. */
-	if (s.reply_len - (reply_headroom_ - datagram_overhead) >
+	if (s.reply_len - link_size_ >
 	    __atomic_load_n(&link_mtu_, __ATOMIC_RELAXED)) {
 		add_once(worker_.replies_oversized, 1);
 		drop_reply(index);

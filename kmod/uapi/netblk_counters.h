@@ -46,8 +46,9 @@
  * The counters by reason and by status (NETBLK_DROPS, NETBLK_REFUSALS) are
  * arrays in the core, indexed by enum netblk_drop_reason and enum
  * netblk_refusal (core_api.h, made from these lists); a new reason or
- * status also needs the core's own enum (core/protocol.h) and what detects
- * it.  Their sums are bad and refused.
+ * status also needs the core's own enum (core/frame.h's drop_reason,
+ * core/protocol.h's refusal) and what detects it.  Their sums are bad and
+ * refused.
  */
 #ifndef NETBLK_COUNTERS_H
 #define NETBLK_COUNTERS_H

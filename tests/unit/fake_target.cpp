@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "frames.h"
+#include "frame.h"
 #include "protocol.h"
 
 void netblk_instance::finish_ios()

@@ -7,11 +7,16 @@
 #include <cstring>
 #include <vector>
 
+#include "frame.h"
 #include "protocol.h"
 
 namespace test {
 
 using namespace nb;
+
+/* The IPv4 frames the tests build and the instance answers in: */
+constexpr u32 datagram_overhead = ip_udp_size + header_size;	/* 82 of the MTU before data */
+constexpr u32 reply_headroom = frame_headers_size(false) + header_size;	/* 96 */
 
 inline const u8 server_mac[6] = {0x52, 0x54, 0, 0x12, 0x34, 0x56};
 inline const u8 client_mac[6] = {0x52, 0x55, 0x0a, 0, 2, 2};

@@ -124,7 +124,7 @@ protected:
 		device_limits lim = {};
 		std::vector<uint8_t> info(info_payload_size);
 
-		EXPECT_TRUE(geometry_init(&g, size, 512, 1024 + datagram_overhead, 256, read_only,
+		EXPECT_TRUE(geometry_init(&g, size, 512, 1024 + header_size, 256, read_only,
 					  true, true, lim));
 		g.export_id = id;
 		encode_info(info.data(), g);

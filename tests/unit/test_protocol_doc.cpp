@@ -22,6 +22,7 @@
 
 #include "fake_target.h"
 #include "frames.h"
+#include "frame.h"
 #include "protocol.h"
 #include "session.h"
 
@@ -236,7 +237,7 @@ TEST_F(worked_example, SessionAndReadAreTheInstancesBytes)
 	ASSERT_EQ(netblk_core_receive(inst->core, 0, f.data(), f.data(), &len, nullptr, 0, now),
 		  NETBLK_RX_REPLY);
 	std::vector<u8> cookie = payload_of(f, header_size);
-	EXPECT_EQ(len, eth_header_size + datagram_overhead);
+	EXPECT_EQ(len, test::reply_headroom);
 	EXPECT_EQ(cookie, datagram("cookie")) << "the instance's answer:" << as_doc(cookie);
 
 	/* (c) the HELLO bringing the cookie back, (d) the session it opens */
