@@ -61,6 +61,7 @@ int engine::init(const netblk_core_config &config)
 			   limits))
 		return -err_inval;
 	geo_.export_id = config.export_id;
+	options_ = config.options;
 	nr_cpus_ = config.nr_cpus;
 	local_ip_ = config.local_ip;
 	port_ = config.port;

@@ -235,6 +235,8 @@ private:
 	u32 gather_page_ = 0;	/* netblk_core_config.gather_page */
 	u64 local_mac_ = 0;	/* the NIC's address in the low 48 bits: set_link() */
 	u32 link_mtu_ = 0;
+	/* START's knobs (netblk_options.h): a knob the core uses is read here */
+	netblk_start_options options_ = {};
 	/* what it reaches the kernel by (target_ops.h): one indirect call each */
 	netblk_instance *inst_ = nullptr;
 	const netblk_target_disk_ops *disk_ = nullptr;

@@ -52,7 +52,9 @@
 
 /* START's knobs (LIST and events say them back, as the instance runs them). */
 #define NETBLK_SESSIONS_LIMIT		65536	/* sessions= at most */
+#define NETBLK_SESSIONS_DEFAULT		1024	/* sessions= when not said */
 #define NETBLK_HOST_DEPTH_LIMIT		1024	/* ATTACH's queue-depth= at most */
+#define NETBLK_HOST_DEPTH_DEFAULT	64	/* requests in flight a device */
 
 #define NETBLK_START_OPTIONS(X)							\
 	/* refuse writes */							\
@@ -66,7 +68,7 @@
 	/* the 802.1Q VLAN served; 0: untagged (or the VLAN of dev=) */	\
 	X(VLAN, vlan, 26, u16, 0, 0xffff, 0, own, "vlan", "", "")		\
 	/* protocol v2 sessions the instance holds */				\
-	X(SESSIONS, sessions, 33, u32, 1, NETBLK_SESSIONS_LIMIT, 1024, own, "sessions", "", "") \
+	X(SESSIONS, sessions, 33, u32, 1, NETBLK_SESSIONS_LIMIT, NETBLK_SESSIONS_DEFAULT, own, "sessions", "", "") \
 	/* u32, enum netblk_nic_loss: what it does when its NIC goes */	\
 	X(NIC_LOSS, nic_loss, 41, u32, 0, 1, 0, own, "nic-loss", "", "")	\
 	/*								\
@@ -78,9 +80,17 @@
 /* ATTACH's knobs (ATTACHED says them back). */
 #define NETBLK_ATTACH_OPTIONS(X)						\
 	/* requests in flight */						\
-	X(QUEUE_DEPTH, queue_depth, 37, u32, 1, NETBLK_HOST_DEPTH_LIMIT, 64, own, "queue-depth", "", "") \
+	X(QUEUE_DEPTH, queue_depth, 37, u32, 1, NETBLK_HOST_DEPTH_LIMIT, NETBLK_HOST_DEPTH_DEFAULT, own, "queue-depth", "", "") \
 	/* fail I/O not done in this long; 0: never */				\
 	X(TIMEOUT_MS, timeout_ms, 38, u32, 0, 0xffffffff, 0, own, "timeout", "", "")
+
+/*
+ * The C type a knob's value is kept in, by its type (the kernel's and the
+ * core's structs of values; the includer has uint8_t and its kin).
+ */
+#define NETBLK_OPTION_CTYPE_flag	uint8_t
+#define NETBLK_OPTION_CTYPE_u16		uint16_t
+#define NETBLK_OPTION_CTYPE_u32		uint32_t
 
 /* The next free attribute number of enum netblk_attr. */
 #define NETBLK_A_NEXT 47
