@@ -16,7 +16,8 @@ namespace {
 // (maybe unused: while no line is "gen".)
 // The knobs of netblk_options.h's lists marked "gen" (the "own" ones each
 // have their place, by hand): a JSON field each, after the hand-written
-// settings, and the text's "options" line.
+// settings (per_source), and the text's "options" line with those not their default (nor
+// 0: not said by an older kernel).
 [[maybe_unused]] std::string knob_json(bool b)
 {
 	return b ? "true" : "false";
@@ -32,26 +33,31 @@ namespace {
 	return std::to_string(v);
 }
 
-[[maybe_unused]] std::string knob_word(const char *cli, bool b)
+[[maybe_unused]] std::string knob_word(const char *cli, bool b, bool)
 {
 	return b ? std::string(" ") + cli : "";
 }
 
-[[maybe_unused]] std::string knob_word(const char *cli, uint32_t v)
+[[maybe_unused]] std::string knob_word(const char *cli, uint32_t v, uint32_t def)
 {
-	return std::string(" ") + cli + "=" + std::to_string(v);
+	return v == 0 || v == def ? "" : std::string(" ") + cli + "=" + std::to_string(v);
+}
+
+[[maybe_unused]] std::string knob_word(const char *cli, uint16_t v, uint32_t def)
+{
+	return knob_word(cli, (uint32_t)v, def);
 }
 
 #define KNOB_JSON_own(v, fld)
 #define KNOB_JSON_gen(v, fld) o << ", \"" #fld "\": " << knob_json(v.fld);
 #define KNOB_JSON_OF_INST(NAME, fld, nr, type, lo, hi, dflt, ctl, ...) KNOB_JSON_##ctl(inst, fld)
 #define KNOB_JSON_OF_ATT(NAME, fld, nr, type, lo, hi, dflt, ctl, ...) KNOB_JSON_##ctl(a, fld)
-#define KNOB_WORD_own(v, fld, cli)
-#define KNOB_WORD_gen(v, fld, cli) words += knob_word(cli, v.fld);
+#define KNOB_WORD_own(v, fld, cli, dflt)
+#define KNOB_WORD_gen(v, fld, cli, dflt) words += knob_word(cli, v.fld, dflt);
 #define KNOB_WORD_OF_INST(NAME, fld, nr, type, lo, hi, dflt, ctl, cli, ...) \
-	KNOB_WORD_##ctl(inst, fld, cli)
+	KNOB_WORD_##ctl(inst, fld, cli, dflt)
 #define KNOB_WORD_OF_ATT(NAME, fld, nr, type, lo, hi, dflt, ctl, cli, ...) \
-	KNOB_WORD_##ctl(att, fld, cli)
+	KNOB_WORD_##ctl(att, fld, cli, dflt)
 
 // Rounded tenths of `unit` in `bytes`, without overflow.
 uint64_t tenths_of(uint64_t bytes, uint64_t unit)

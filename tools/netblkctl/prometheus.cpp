@@ -135,6 +135,11 @@ const char *yes_no(bool b)
 	return std::to_string(v);
 }
 
+[[maybe_unused]] std::string knob_label(uint16_t v)
+{
+	return std::to_string(v);
+}
+
 #define KNOB_LABEL_own(fld)
 #define KNOB_LABEL_gen(fld) << "\"," #fld "=\"" << knob_label(inst.fld)
 #define KNOB_LABEL(NAME, fld, nr, type, lo, hi, dflt, ctl, ...) KNOB_LABEL_##ctl(fld)
