@@ -152,8 +152,7 @@ public:
 	ring &free_slots() { return free_slots_; }
 
 	/* how the worker paces what it retries (the unit tests check them) */
-	static constexpr u8 again_nowait_tries = 3;	/* then submitted without REQ_NOWAIT */
-	static constexpr u8 again_tries_max = 6;	/* then answered EAGAIN */
+	static constexpr u8 again_nowait_tries = 3;	/* then without REQ_NOWAIT, to disk-tries= */
 	static constexpr u64 again_backoff_ns = 50000;	/* doubles each time */
 	static constexpr u64 tx_backoff_min_ns = 20000;
 	static constexpr u64 tx_backoff_max_ns = 1000000;

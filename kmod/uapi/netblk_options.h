@@ -75,7 +75,16 @@
 	 * of the sessions, those one IPv4 address may hold (1 up to		\
 	 * SESSIONS; absent: 16, or SESSIONS if fewer)				\
 	 */									\
-	X(PER_SOURCE, per_source, 46, u32, 1, NETBLK_SESSIONS_LIMIT, 0, own, "per-source", "", "")
+	X(PER_SOURCE, per_source, 46, u32, 1, NETBLK_SESSIONS_LIMIT, 0, own, "per-source", "", "") \
+	/*								\
+	 * times a request the disk refuses for now (BLK_STS_AGAIN) is	\
+	 * submitted, a backoff apart that doubles from 50 us, before it is	\
+	 * answered EAGAIN; from the fourth on it may block the worker	\
+	 */									\
+	X(DISK_TRIES, disk_tries, 47, u32, 1, 16, 6, gen, "disk-tries", "N",	\
+	  "times a request the disk refuses for now is tried before\n"	\
+	  "it is answered EAGAIN, the waits doubling from 50 us (1..16,\n"	\
+	  "default 6)")
 
 /* ATTACH's knobs (ATTACHED says them back). */
 #define NETBLK_ATTACH_OPTIONS(X)						\
@@ -93,6 +102,6 @@
 #define NETBLK_OPTION_CTYPE_u32		uint32_t
 
 /* The next free attribute number of enum netblk_attr. */
-#define NETBLK_A_NEXT 47
+#define NETBLK_A_NEXT 48
 
 #endif /* NETBLK_OPTIONS_H */

@@ -231,7 +231,9 @@ std::string format_instance_text(const netblk_instance &inst);
 //   stopping_ms, ifname, ifindex, driver, vlan (0: untagged),
 //   handoff_ifindex, addr ("a.b.c.d"), allow (["10.1.0.0/16", ...], [] for
 //   any source), mtu, cpu, poll_us, size_bytes, sector_size, max_io, slots,
-//   sessions, auth ("none" | "header" | "full"), uptime_ms,
+//   sessions, per_source, then each "gen" knob of netblk_options.h's
+//   START list by its field name (disk_tries, ...), auth ("none" |
+//   "header" | "full"), uptime_ms,
 //   stats: { every NETBLK_STATS counter of netblk_counters.h by name, in
 //            its order, then dropped_<reason> (NETBLK_DROPS) and
 //            refused_<status> (NETBLK_REFUSALS), then not_allowed (null when
