@@ -8,9 +8,12 @@
  * START  (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN)
  *                               DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
  *                               [CPU], [POLL_US], [VLAN], [ALLOW],
- *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS]
+ *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS],
+ *                               [PER_SOURCE], [DISK_TRIES] (the knobs:
+ *                               netblk_options.h's NETBLK_START_OPTIONS)
  *        reply: one NETBLK_CMD_START message describing the new instance
- *        (the same attributes as a LIST entry).  The caller then steers
+ *        (the same attributes as a LIST entry; every knob as it runs,
+ *        READ_ONLY when set, VLAN 0 when untagged).  The caller then steers
  *        (ADDR, PORT, VLAN) to HANDOFF_IFINDEX in the NIC program's maps,
  *        and puts ALLOW in its allowlist (bpf/README.md).
  * STOP   (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN) PORT, or ALL
@@ -31,7 +34,8 @@
  *
  * ATTACH (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN)
  *                               ADDR, PORT, [IFNAME], [READ_ONLY],
- *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY]
+ *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY] (the
+ *                               knobs: NETBLK_ATTACH_OPTIONS)
  *        the block-device client: opens a session with the instance at
  *        ADDR:PORT, asks INFO (5 s at most), and makes /dev/netblkN of it,
  *        whose partition table the kernel reads: a READ unanswered for
