@@ -3,13 +3,9 @@
  * The "netblk" generic netlink family's policy and ops table, and its
  * registration: what the commands are and who answers them.  The contract
  * is uapi/netblk_genl.h.  The handlers are the server's (target/ctl.c) and
-<<<<<<< Updated upstream
- * the client's; the family object, and what both sides' handlers share, is
- * common/family.c's, so that nothing below calls up into this file.
-=======
- * the client's (host/ctl.c); the family object, and what both sides' handlers share, is
- * common/ctl.c's, so that nothing below calls up into this file.
->>>>>>> Stashed changes
+ * the client's (host/ctl.c); the family object, and what both sides'
+ * handlers share, is common/family.c's, so that nothing below calls up
+ * into this file.
  *
  * The family's ops run in parallel (parallel_ops): genl_mutex, which every
  * family without it shares (nl80211, team, ...), is never held while an
@@ -25,37 +21,44 @@
 #include <net/genetlink.h>
 #include <net/netlink.h>
 
-/* Not const: 6.1's nla_policy points at it without (compat.h's kernels). */
-static struct netlink_range_validation netblk_sessions_range = {
-	.min = 1,
-	.max = NETBLK_SESSIONS_LIMIT,
-};
+/*
+ * Each knob's range (netblk_options.h), which its policy entry points at;
+ * a flag has none.  Not const: 6.1's nla_policy points at them without
+ * (compat.h's kernels).
+ */
+#define NETBLK_OPTION_RANGE_flag(name, lo, hi)
+#define NETBLK_OPTION_RANGE_u16(name, lo, hi) \
+	static struct netlink_range_validation netblk_range_##name = { .min = lo, .max = hi };
+#define NETBLK_OPTION_RANGE_u32 NETBLK_OPTION_RANGE_u16
+#define NETBLK_OPTION_RANGE(NAME, name, nr, type, lo, hi, ...) \
+	NETBLK_OPTION_RANGE_##type(name, lo, hi)
+NETBLK_START_OPTIONS(NETBLK_OPTION_RANGE)
+NETBLK_ATTACH_OPTIONS(NETBLK_OPTION_RANGE)
+
+#define NETBLK_OPTION_POLICY_flag(NAME, name) [NETBLK_A_##NAME] = { .type = NLA_FLAG },
+#define NETBLK_OPTION_POLICY_u16(NAME, name) \
+	[NETBLK_A_##NAME] = NLA_POLICY_FULL_RANGE(NLA_U16, &netblk_range_##name),
+#define NETBLK_OPTION_POLICY_u32(NAME, name) \
+	[NETBLK_A_##NAME] = NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_range_##name),
+#define NETBLK_OPTION_POLICY(NAME, name, nr, type, ...) NETBLK_OPTION_POLICY_##type(NAME, name)
 
 static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_DEVICE]	= { .type = NLA_NUL_STRING, .len = NETBLK_DEVICE_MAX - 1 },
 	[NETBLK_A_PORT]		= { .type = NLA_U16 },
-	[NETBLK_A_READ_ONLY]	= { .type = NLA_FLAG },
 	[NETBLK_A_IFNAME]	= { .type = NLA_NUL_STRING, .len = IFNAMSIZ - 1 },
-	[NETBLK_A_MTU]		= { .type = NLA_U32 },
-	[NETBLK_A_CPU]		= { .type = NLA_U32 },
-	[NETBLK_A_POLL_US]	= { .type = NLA_U32 },
 	[NETBLK_A_ALL]		= { .type = NLA_FLAG },
 	[NETBLK_A_IFINDEX]	= { .type = NLA_U32 },
 	[NETBLK_A_XDP_LINK_FD]	= { .type = NLA_U32 },
-	[NETBLK_A_VLAN]		= { .type = NLA_U16 },
 	[NETBLK_A_ALLOW]	= { .type = NLA_NESTED },
 	[NETBLK_A_ALLOW_PREFIX]	= NLA_POLICY_EXACT_LEN(sizeof(struct netblk_prefix)),
-	[NETBLK_A_SESSIONS]	= NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_sessions_range),
-	[NETBLK_A_PER_SOURCE]	= NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_sessions_range),
 	[NETBLK_A_KEY]		= NLA_POLICY_EXACT_LEN(NETBLK_KEY_BYTES),
 	[NETBLK_A_AUTH]		= NLA_POLICY_MAX(NLA_U32, NETBLK_AUTH_FULL),
 	[NETBLK_A_ADDR]		= { .type = NLA_U32 },
 	[NETBLK_A_DISK]		= { .type = NLA_NUL_STRING, .len = DISK_NAME_LEN - 1 },
-	[NETBLK_A_QUEUE_DEPTH]	= NLA_POLICY_RANGE(NLA_U32, 1, NETBLK_HOST_DEPTH_LIMIT),
-	[NETBLK_A_TIMEOUT_MS]	= { .type = NLA_U32 },
 	[NETBLK_A_FORCE]	= { .type = NLA_FLAG },
-	[NETBLK_A_NIC_LOSS]	= NLA_POLICY_MAX(NLA_U32, NETBLK_NIC_LOSS_STOP),
 	[NETBLK_A_XDP_DROPPED]	= NLA_POLICY_MIN(NLA_U32, 1),
+	NETBLK_START_OPTIONS(NETBLK_OPTION_POLICY)
+	NETBLK_ATTACH_OPTIONS(NETBLK_OPTION_POLICY)
 };
 
 /*

@@ -164,3 +164,56 @@ int netblk_reply_counts(struct sk_buff *reply, struct genl_info *info, u8 cmd,
 	genlmsg_end(reply, hdr);
 	return genlmsg_reply(reply, info);
 }
+
+void netblk_options_get(const struct netblk_option_row *rows, unsigned int n,
+			struct nlattr **attrs, void *values, u64 *given)
+{
+	unsigned int i;
+
+	*given = 0;
+	for (i = 0; i < n; i++) {
+		const struct nlattr *a = attrs[rows[i].attr];
+		void *v = values + rows[i].offset;
+
+		if (a)
+			*given |= BIT_ULL(i);
+		switch (rows[i].type) {
+		case NETBLK_OPTION_flag:
+			*(u8 *)v = a ? 1 : rows[i].def;
+			break;
+		case NETBLK_OPTION_u16:
+			*(u16 *)v = a ? nla_get_u16(a) : rows[i].def;
+			break;
+		case NETBLK_OPTION_u32:
+			*(u32 *)v = a ? nla_get_u32(a) : rows[i].def;
+			break;
+		}
+	}
+}
+
+int netblk_options_put(struct sk_buff *skb, const struct netblk_option_row *rows,
+		       unsigned int n, const void *values)
+{
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		const void *v = values + rows[i].offset;
+		int err = 0;
+
+		switch (rows[i].type) {
+		case NETBLK_OPTION_flag:
+			if (*(const u8 *)v)
+				err = nla_put_flag(skb, rows[i].attr);
+			break;
+		case NETBLK_OPTION_u16:
+			err = nla_put_u16(skb, rows[i].attr, *(const u16 *)v);
+			break;
+		case NETBLK_OPTION_u32:
+			err = nla_put_u32(skb, rows[i].attr, *(const u32 *)v);
+			break;
+		}
+		if (err)
+			return err;
+	}
+	return 0;
+}

@@ -18,9 +18,9 @@ extern "C" {
 #endif
 
 #include "netblk_counters.h"
+#include "netblk_options.h"
 
 #define NETBLK_SLOTS 256	/* requests an instance holds at once */
-#define NETBLK_SESSIONS_DEFAULT 1024	/* protocol v2 sessions an instance holds */
 #define NETBLK_PER_SOURCE_DEFAULT 16	/* of those, one IPv4 address holds at most */
 #define NETBLK_SESSIONS_MAX 65536
 #define NETBLK_KEY_SIZE 16	/* SipHash-2-4 keys: the secret, a key= file's key */
@@ -54,6 +54,27 @@ enum netblk_refusal {
 	NETBLK_REFUSALS,
 };
 #undef NETBLK_REFUSAL_ENUM
+
+/*
+ * START's knobs as the instance runs them (netblk_options.h's
+ * NETBLK_START_OPTIONS, in its order): what START said or the default, and
+ * what the kernel resolved (the NIC's MTU, the CPU it chose, the VLAN of a
+ * VLAN device).  The core gets them whole, in its config: a knob the core
+ * uses is read there, with no field of its own to plumb.
+ */
+#define NETBLK_START_OPTION_FIELD(NAME, name, nr, type, ...) NETBLK_OPTION_CTYPE_##type name;
+struct netblk_start_options {
+	NETBLK_START_OPTIONS(NETBLK_START_OPTION_FIELD)
+};
+#undef NETBLK_START_OPTION_FIELD
+
+/* Every knob its default (the tests' configs; the kernel parses START's). */
+static inline void netblk_start_options_init(struct netblk_start_options *o)
+{
+#define NETBLK_START_OPTION_DEFAULT(NAME, name, nr, type, lo, hi, def, ...) o->name = def;
+	NETBLK_START_OPTIONS(NETBLK_START_OPTION_DEFAULT)
+#undef NETBLK_START_OPTION_DEFAULT
+}
 
 struct netblk_core_config {
 	uint64_t size_bytes;
@@ -91,6 +112,12 @@ struct netblk_core_config {
 	uint8_t keyed;			/* accept only datagrams tagged with key */
 	uint8_t auth_data;		/* auth=full: the tag covers the data too */
 	uint8_t key[NETBLK_KEY_SIZE];
+	/*
+	 * START's knobs, whole.  Some are also above, resolved into the
+	 * core's own terms before this struct had them (mtu, vlan, read_only,
+	 * sessions, sessions_per_source): those fields are the ones read.
+	 */
+	struct netblk_start_options options;
 	/* what it reaches the kernel by (target_ops.h), and the instance they are called with */
 	const struct netblk_target_disk_ops *disk;
 	const struct netblk_target_transport_ops *transport;

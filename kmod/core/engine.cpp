@@ -59,6 +59,7 @@ int engine::init(const netblk_core_config &config)
 			   config.volatile_cache, config.fua, limits))
 		return -err_inval;
 	geo_.export_id = config.export_id;
+	options_ = config.options;
 	nr_cpus_ = config.nr_cpus;
 	frame_local_init(&local_, config);
 	reply_headroom_ = frame_headroom(local_) + header_size;

@@ -166,8 +166,7 @@ public:
 	ring &free_slots() { return free_slots_; }
 
 	/* how the worker paces what it retries (the unit tests check them) */
-	static constexpr u8 again_nowait_tries = 3;	/* then submitted without REQ_NOWAIT */
-	static constexpr u8 again_tries_max = 6;	/* then answered EAGAIN */
+	static constexpr u8 again_nowait_tries = 3;	/* then without REQ_NOWAIT, to disk-tries= */
 	static constexpr u64 again_backoff_ns = 50000;	/* doubles each time */
 	static constexpr u64 tx_backoff_min_ns = 20000;
 	static constexpr u64 tx_backoff_max_ns = 1000000;
@@ -246,6 +245,8 @@ private:
 	u32 dma_align_mask_ = 0;
 	u32 gather_page_ = 0;	/* netblk_core_config.gather_page */
 	u32 link_mtu_ = 0;
+	/* START's knobs (netblk_options.h): a knob the core uses is read here */
+	netblk_start_options options_ = {};
 	/* what it reaches the kernel by (target_ops.h): one indirect call each */
 	netblk_instance *inst_ = nullptr;
 	const netblk_target_disk_ops *disk_ = nullptr;

@@ -251,13 +251,13 @@ void engine::scatter(u32 index)
 
 /*
  * The disk said "again": tried again after a backoff (true), or, after
- * again_tries_max tries, answered EAGAIN (false).
+ * disk-tries= tries, answered EAGAIN (false).
  */
 bool engine::retry_again(u32 index, u64 now_ns)
 {
 	slot &s = slots_[index];
 
-	if (++s.tries < again_tries_max) {
+	if (++s.tries < options_.disk_tries) {
 		retry_later(index, now_ns);
 		return true;
 	}

@@ -55,8 +55,8 @@ static unsigned int netblk_host_attach_io_wait_s(const struct netblk_attachment 
 {
 	unsigned int own = NETBLK_HOST_ATTACH_IO_WAIT / HZ;
 
-	if (att->params.timeout_ms && att->params.timeout_ms < own * MSEC_PER_SEC)
-		return DIV_ROUND_UP(att->params.timeout_ms, MSEC_PER_SEC);
+	if (att->params.opt.timeout_ms && att->params.opt.timeout_ms < own * MSEC_PER_SEC)
+		return DIV_ROUND_UP(att->params.opt.timeout_ms, MSEC_PER_SEC);
 	return own;
 }
 

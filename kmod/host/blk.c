@@ -137,7 +137,7 @@ int netblk_host_disk_create(struct netblk_attachment *att, int major)
 
 	att->tag_set.ops = &netblk_host_mq_ops;
 	att->tag_set.nr_hw_queues = 1;
-	att->tag_set.queue_depth = att->params.queue_depth;
+	att->tag_set.queue_depth = att->params.opt.queue_depth;
 	att->tag_set.numa_node = NUMA_NO_NODE;
 	att->tag_set.cmd_size = sizeof(struct netblk_host_cmd);
 	att->tag_set.flags = BLK_MQ_F_SHOULD_MERGE | BLK_MQ_F_BLOCKING;

@@ -62,6 +62,14 @@ cancel:
 	return -EMSGSIZE;
 }
 
+/* ATTACH's knobs (netblk_options.h) in struct netblk_attach_options. */
+#define NETBLK_ATTACH_ROW(NAME, name, nr, type, lo, hi, def, ...) \
+	NETBLK_OPTION_ROW(struct netblk_attach_options, NAME, name, nr, type, lo, hi, def)
+static const struct netblk_option_row netblk_attach_rows[] = {
+	NETBLK_ATTACH_OPTIONS(NETBLK_ATTACH_ROW)
+};
+#undef NETBLK_ATTACH_ROW
+
 static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment *att,
 				  u32 portid, u32 seq, int flags, u8 cmd, bool stats)
 {
@@ -79,8 +87,7 @@ static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment 
 	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, att->info.sector_size) ||
 	    nla_put_u32(skb, NETBLK_A_MAX_IO, att->info.max_io) ||
 	    nla_put_u32(skb, NETBLK_A_SLOTS, att->info.slots) ||
-	    nla_put_u32(skb, NETBLK_A_QUEUE_DEPTH, p->queue_depth) ||
-	    nla_put_u32(skb, NETBLK_A_TIMEOUT_MS, p->timeout_ms) ||
+	    netblk_options_put(skb, netblk_attach_rows, ARRAY_SIZE(netblk_attach_rows), &p->opt) ||
 	    nla_put_u32(skb, NETBLK_A_AUTH, p->has_key ? NETBLK_AUTH_HEADER : NETBLK_AUTH_NONE) ||
 	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS,
 			      div_u64(ktime_get_boottime_ns() - att->attached_ns, NSEC_PER_MSEC),
@@ -102,6 +109,7 @@ static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment 
 static int netblk_parse_attach(struct genl_info *info, struct netblk_attach_params *p)
 {
 	struct nlattr **a = info->attrs;
+	u64 given;		/* none has a default depending on another */
 
 	if (GENL_REQ_ATTR_CHECK(info, NETBLK_A_ADDR) ||
 	    GENL_REQ_ATTR_CHECK(info, NETBLK_A_PORT))
@@ -121,9 +129,7 @@ static int netblk_parse_attach(struct genl_info *info, struct netblk_attach_para
 	if (a[NETBLK_A_IFNAME])
 		nla_strscpy(p->ifname, a[NETBLK_A_IFNAME], sizeof(p->ifname));
 	p->read_only = nla_get_flag(a[NETBLK_A_READ_ONLY]);
-	p->queue_depth = a[NETBLK_A_QUEUE_DEPTH] ? nla_get_u32(a[NETBLK_A_QUEUE_DEPTH]) :
-						   NETBLK_HOST_DEPTH_DEFAULT;
-	p->timeout_ms = a[NETBLK_A_TIMEOUT_MS] ? nla_get_u32(a[NETBLK_A_TIMEOUT_MS]) : 0;
+	netblk_options_get(netblk_attach_rows, ARRAY_SIZE(netblk_attach_rows), a, &p->opt, &given);
 	if (a[NETBLK_A_AUTH] && nla_get_u32(a[NETBLK_A_AUTH]) == NETBLK_AUTH_FULL) {
 		NL_SET_ERR_MSG_ATTR(info->extack, a[NETBLK_A_AUTH],
 				    "the block-device client tags headers only: serve it with auth=header");

@@ -194,9 +194,9 @@ void netblk_host_engine_init(struct netblk_attachment *att,
 static int netblk_host_core_start(struct netblk_attachment *att)
 {
 	struct netblk_host_config cfg = {
-		.requests = att->params.queue_depth + 1,	/* and INFO's */
-		.datagrams = att->params.queue_depth * NETBLK_HOST_PIECES + 1,
-		.deadline_ns = (u64)att->params.timeout_ms * NSEC_PER_MSEC,
+		.requests = att->params.opt.queue_depth + 1,	/* and INFO's */
+		.datagrams = att->params.opt.queue_depth * NETBLK_HOST_PIECES + 1,
+		.deadline_ns = (u64)att->params.opt.timeout_ms * NSEC_PER_MSEC,
 		.seed = get_random_u64(),
 		.read_only = att->params.read_only,
 		.keyed = att->params.has_key,
@@ -205,7 +205,7 @@ static int netblk_host_core_start(struct netblk_attachment *att)
 	};
 
 	memcpy(cfg.key, att->params.key, sizeof(cfg.key));
-	att->info_tag = att->params.queue_depth;
+	att->info_tag = att->params.opt.queue_depth;
 	return netblk_host_core_create(&cfg, &att->core);
 }
 

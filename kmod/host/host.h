@@ -50,7 +50,6 @@
 #include "host_api.h"
 #include "netblk_genl.h"
 
-#define NETBLK_HOST_DEPTH_DEFAULT	64	/* requests in flight a device */
 /* A request is at most this many datagrams' worth: max_io x 64 (64 KiB at 1024 bytes). */
 #define NETBLK_HOST_PIECES		64
 #define NETBLK_HOST_MINORS		16	/* partitions of a device */
@@ -81,14 +80,20 @@
  */
 #define NETBLK_HOST_TX_BATCH		64
 
+/* ATTACH's knobs (netblk_options.h's NETBLK_ATTACH_OPTIONS, in its order). */
+#define NETBLK_ATTACH_OPTION_FIELD(NAME, name, nr, type, ...) NETBLK_OPTION_CTYPE_##type name;
+struct netblk_attach_options {
+	NETBLK_ATTACH_OPTIONS(NETBLK_ATTACH_OPTION_FIELD)
+};
+#undef NETBLK_ATTACH_OPTION_FIELD
+
 /* What ATTACH asks for; unset optional values are 0. */
 struct netblk_attach_params {
 	__be32 addr;
 	u16 port;
 	char ifname[IFNAMSIZ];	/* empty: the route decides */
 	bool read_only;
-	u32 queue_depth;
-	u32 timeout_ms;		/* 0: never fail I/O on its own */
+	struct netblk_attach_options opt;	/* the knobs: given, or their defaults */
 	bool has_key;
 	u8 key[NETBLK_KEY_BYTES];
 };
@@ -249,7 +254,7 @@ struct netblk_attachment {
 
 static inline struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag)
 {
-	if (tag >= att->params.queue_depth || !att->tag_set.tags)
+	if (tag >= att->params.opt.queue_depth || !att->tag_set.tags)
 		return NULL;
 	return blk_mq_tag_to_rq(att->tag_set.tags[0], tag);
 }

@@ -81,6 +81,14 @@ static int netblk_put_allow(struct sk_buff *skb, const struct netblk_instance *i
 	return 0;
 }
 
+/* START's knobs (netblk_options.h) in struct netblk_start_options. */
+#define NETBLK_START_ROW(NAME, name, nr, type, lo, hi, def, ...) \
+	NETBLK_OPTION_ROW(struct netblk_start_options, NAME, name, nr, type, lo, hi, def)
+static const struct netblk_option_row netblk_start_rows[] = {
+	NETBLK_START_OPTIONS(NETBLK_START_ROW)
+};
+#undef NETBLK_START_ROW
+
 /* The attributes that describe an instance, as START, LIST and events carry them. */
 int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 			       unsigned int what)
@@ -93,21 +101,14 @@ int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 	    nla_put_string(skb, NETBLK_A_DISK_NAME, inst->disk_name) ||
 	    (xdp_dropped && nla_put_u32(skb, NETBLK_A_XDP_DROPPED, xdp_dropped)) ||
 	    nla_put_u16(skb, NETBLK_A_PORT, inst->port) ||
-	    (inst->read_only && nla_put_flag(skb, NETBLK_A_READ_ONLY)) ||
 	    nla_put_string(skb, NETBLK_A_IFNAME, netblk_nic_name(inst)) ||
 	    (nic && nla_put_u32(skb, NETBLK_A_IFINDEX, nic->ifindex)) ||
 	    nla_put_string(skb, NETBLK_A_DRIVER, inst->driver) ||
-	    (inst->vlan && nla_put_u16(skb, NETBLK_A_VLAN, inst->vlan)) ||
 	    nla_put_in_addr(skb, NETBLK_A_ADDR, inst->addr) ||
-	    nla_put_u32(skb, NETBLK_A_MTU, inst->mtu) ||
-	    nla_put_u32(skb, NETBLK_A_CPU, inst->cpu) ||
-	    nla_put_u32(skb, NETBLK_A_POLL_US, inst->poll_us) ||
 	    nla_put_u64_64bit(skb, NETBLK_A_SIZE, inst->size_bytes, NETBLK_A_PAD) ||
 	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
 	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
 	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
-	    nla_put_u32(skb, NETBLK_A_SESSIONS, inst->sessions) ||
-	    nla_put_u32(skb, NETBLK_A_PER_SOURCE, inst->per_source) ||
 	    nla_put_u32(skb, NETBLK_A_AUTH, inst->auth) ||
 	    (inst->handoff && nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex)) ||
 	    nla_put_u32(skb, NETBLK_A_STATE, inst->state) ||
@@ -116,11 +117,12 @@ int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 	    (inst->state == NETBLK_STATE_STOPPING &&
 	     nla_put_u64_64bit(skb, NETBLK_A_STOPPING_MS, netblk_instance_stopping_ms(inst),
 			       NETBLK_A_PAD)) ||
-	    nla_put_u32(skb, NETBLK_A_NIC_LOSS, inst->nic_loss) ||
 	    (inst->state == NETBLK_STATE_WAITING &&
 	     (nla_put_u64_64bit(skb, NETBLK_A_WAITING_MS, netblk_instance_waiting_ms(inst),
 				NETBLK_A_PAD) ||
 	      nla_put_string(skb, NETBLK_A_WAITING_FOR, inst->waiting_for))) ||
+	    netblk_options_put(skb, netblk_start_rows, ARRAY_SIZE(netblk_start_rows),
+			       &inst->opt) ||
 	    netblk_put_allow(skb, inst))
 		return -EMSGSIZE;
 	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
@@ -187,30 +189,18 @@ static int netblk_parse_start(struct genl_info *info, struct netblk_start_params
 	memset(p, 0, sizeof(*p));
 	nla_strscpy(p->device, a[NETBLK_A_DEVICE], sizeof(p->device));
 	p->port = nla_get_u16(a[NETBLK_A_PORT]);
-	p->read_only = nla_get_flag(a[NETBLK_A_READ_ONLY]);
 	if (a[NETBLK_A_IFNAME])
 		nla_strscpy(p->ifname, a[NETBLK_A_IFNAME], sizeof(p->ifname));
-	if (a[NETBLK_A_MTU]) {
-		p->has_mtu = true;
-		p->mtu = nla_get_u32(a[NETBLK_A_MTU]);
-	}
-	if (a[NETBLK_A_CPU]) {
-		p->has_cpu = true;
-		p->cpu = nla_get_u32(a[NETBLK_A_CPU]);
-	}
-	if (a[NETBLK_A_POLL_US])
-		p->poll_us = nla_get_u32(a[NETBLK_A_POLL_US]);
-	if (a[NETBLK_A_VLAN])
-		p->vlan = nla_get_u16(a[NETBLK_A_VLAN]);
-	p->nic_loss = a[NETBLK_A_NIC_LOSS] ? nla_get_u32(a[NETBLK_A_NIC_LOSS]) : NETBLK_NIC_LOSS_WAIT;
-	p->sessions = a[NETBLK_A_SESSIONS] ? nla_get_u32(a[NETBLK_A_SESSIONS]) :
-					     NETBLK_SESSIONS_DEFAULT;
-	p->per_source = a[NETBLK_A_PER_SOURCE] ? nla_get_u32(a[NETBLK_A_PER_SOURCE]) :
-						 min_t(u32, NETBLK_PER_SOURCE_DEFAULT, p->sessions);
-	if (p->per_source > p->sessions) {
+	BUILD_BUG_ON(NETBLK_START_OPTS > 64);	/* their bits in given */
+	netblk_options_get(netblk_start_rows, ARRAY_SIZE(netblk_start_rows), a, &p->opt,
+			   &p->given);
+	/* the defaults that depend on another knob */
+	if (!netblk_start_given(p, PER_SOURCE))
+		p->opt.per_source = min_t(u32, NETBLK_PER_SOURCE_DEFAULT, p->opt.sessions);
+	if (p->opt.per_source > p->opt.sessions) {
 		NL_SET_ERR_MSG_FMT(info->extack,
 				   "per-source=%u is more than the instance's sessions=%u: lower it, or raise sessions=",
-				   p->per_source, p->sessions);
+				   p->opt.per_source, p->opt.sessions);
 		return -EINVAL;
 	}
 	if (a[NETBLK_A_KEY]) {
@@ -261,7 +251,7 @@ int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 	}
 	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
 		inst->device, inst->addr_dev->name, &inst->addr, inst->port,
-		netblk_core_max_io(inst->core), inst->cpu);
+		netblk_core_max_io(inst->core), inst->opt.cpu);
 	/* first: STARTED must not carry the reopens it forgets (XDP_DROPPED) */
 	netblk_monitor_started(inst);	/* the reaper looks at it once a second */
 	netblk_target_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);

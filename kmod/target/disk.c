@@ -44,7 +44,7 @@ int netblk_disk_init(struct netblk_instance *inst)
 	 * nvme.poll_queues), the worker, which spins anyway, reaps
 	 * completions itself: no interrupt, no wakeup.
 	 */
-	inst->polled = inst->poll_us &&
+	inst->polled = inst->opt.poll_us &&
 		       netblk_bdev_polled(inst->disk.bdev);
 	return 0;
 }

@@ -274,10 +274,10 @@ static int netblk_open_bdev(struct netblk_instance *inst, struct netlink_ext_ack
 	struct block_device *bdev;
 	int err;
 
-	err = netblk_bdev_open(&inst->disk, inst->device, inst->read_only ? NULL : inst,
+	err = netblk_bdev_open(&inst->disk, inst->device, inst->opt.read_only ? NULL : inst,
 			       NETBLK_HOLDER_OPS);
 	if (err) {
-		netblk_bdev_error(inst->device, err, inst->read_only, extack);
+		netblk_bdev_error(inst->device, err, inst->opt.read_only, extack);
 		return err;
 	}
 	bdev = inst->disk.bdev;
@@ -321,14 +321,14 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 	struct netblk_core_config config = {
 		.size_bytes = inst->size_bytes,
 		.sector_size = inst->sector_size,
-		.mtu = inst->mtu,
+		.mtu = inst->opt.mtu,
 		.slots = NETBLK_SLOTS,
 		.nr_cpus = nr_cpu_ids,
 		.local_ip = (__force u32)inst->addr,
 		.port = inst->port,
-		.vlan = inst->vlan,
+		.vlan = inst->opt.vlan,
 		.link_mtu = READ_ONCE(inst->addr_dev->mtu),
-		.read_only = inst->read_only,
+		.read_only = inst->opt.read_only,
 		.volatile_cache = bdev_write_cache(bdev),
 		.fua = bdev_fua(bdev),
 		/* payloads the disk cannot DMA from in place are copied, counted */
@@ -340,8 +340,9 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.discard_granularity = bdev_discard_granularity(bdev),
 		.max_discard_bytes = (u64)bdev_max_discard_sectors(bdev) << SECTOR_SHIFT,
 		.max_write_zeroes_bytes = (u64)bdev_write_zeroes_sectors(bdev) << SECTOR_SHIFT,
-		.sessions = inst->sessions,
-		.sessions_per_source = inst->per_source,
+		.sessions = inst->opt.sessions,
+		.sessions_per_source = inst->opt.per_source,
+		.options = inst->opt,
 		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
@@ -357,11 +358,11 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 	if (p->has_key)
 		memcpy(config.key, p->key, sizeof(config.key));
 	memcpy(config.local_mac, inst->addr_dev->dev_addr, ETH_ALEN);
-	if (!netblk_core_max_io_for_mtu(inst->mtu, inst->sector_size)) {
+	if (!netblk_core_max_io_for_mtu(inst->opt.mtu, inst->sector_size)) {
 		/* the NIC's MTU too: mtu= is never above it */
 		NL_SET_ERR_MSG_FMT(extack, "%u-byte sectors need mtu=%u or more, not %u (and a NIC that carries it)",
 				   inst->sector_size, inst->sector_size + NETBLK_DATAGRAM_OVERHEAD,
-				   inst->mtu);
+				   inst->opt.mtu);
 		return -EMSGSIZE;
 	}
 	err = netblk_core_create(&config, &inst->core);
@@ -385,9 +386,9 @@ static int netblk_pick_cpu(struct netblk_instance *inst, const struct netblk_sta
 	struct netblk_instance *other;
 	cpumask_var_t mask;
 
-	if (p->has_cpu) {
-		inst->cpu = p->cpu;
-		return netblk_nic_check_cpu(inst, p->cpu, extack);
+	if (netblk_start_given(p, CPU)) {
+		inst->opt.cpu = p->opt.cpu;
+		return netblk_nic_check_cpu(inst, p->opt.cpu, extack);
 	}
 	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
 		return -ENOMEM;
@@ -398,7 +399,7 @@ static int netblk_pick_cpu(struct netblk_instance *inst, const struct netblk_sta
 		if (!cpumask_test_cpu(cpu, mask))
 			continue;
 		list_for_each_entry(other, &netblk_instances, node)
-			users += other->cpu == cpu;
+			users += other->opt.cpu == cpu;
 		if (users < best_users) {
 			best = cpu;
 			best_users = users;
@@ -410,7 +411,7 @@ static int netblk_pick_cpu(struct netblk_instance *inst, const struct netblk_sta
 				   inst->nic->name, inst->driver);
 		return -ENXIO;
 	}
-	inst->cpu = best;
+	inst->opt.cpu = best;
 	return 0;
 }
 
@@ -448,14 +449,14 @@ static int netblk_check_params(const struct netblk_start_params *p,
 				   p->port, NETBLK_PORT_MIN, NETBLK_PORT_MIN);
 		return -EINVAL;
 	}
-	if (p->poll_us > NETBLK_POLL_US_MAX) {
+	if (p->opt.poll_us > NETBLK_POLL_US_MAX) {
 		NL_SET_ERR_MSG_FMT(extack, "poll=%u is out of range: 0 to %u microseconds",
-				   p->poll_us, NETBLK_POLL_US_MAX);
+				   p->opt.poll_us, NETBLK_POLL_US_MAX);
 		return -EINVAL;
 	}
-	if (p->has_cpu && (p->cpu >= nr_cpu_ids || !cpu_online(p->cpu))) {
+	if (netblk_start_given(p, CPU) && (p->opt.cpu >= nr_cpu_ids || !cpu_online(p->opt.cpu))) {
 		NL_SET_ERR_MSG_FMT(extack, "cpu=%u is not an online CPU (online: %*pbl)",
-				   p->cpu, cpumask_pr_args(cpu_online_mask));
+				   p->opt.cpu, cpumask_pr_args(cpu_online_mask));
 		return -EINVAL;
 	}
 	other = netblk_instance_find(p->port);
@@ -527,12 +528,8 @@ static void netblk_instance_init(struct netblk_instance *inst, const struct netb
 	inst->state = NETBLK_STATE_SERVING;
 	strscpy(inst->device, p->device, sizeof(inst->device));
 	inst->port = p->port;
-	inst->read_only = p->read_only;
-	inst->poll_us = p->poll_us;
-	inst->sessions = p->sessions;
-	inst->per_source = p->per_source;
+	inst->opt = p->opt;	/* mtu, cpu and vlan are resolved on the way */
 	inst->auth = p->auth;
-	inst->nic_loss = p->nic_loss;
 	inst->nr_allow = p->nr_allow;
 	memcpy(inst->allow, p->allow, p->nr_allow * sizeof(p->allow[0]));
 }

@@ -119,7 +119,7 @@ static void netblk_xmit_failure_msg(struct netblk_instance *inst, char *msg, siz
 
 	if (zalloc_cpumask_var(&mask, GFP_KERNEL)) {
 		netblk_nic_xmit_cpus(inst, mask);
-		if (!cpumask_test_cpu(inst->cpu, mask)) {
+		if (!cpumask_test_cpu(inst->opt.cpu, mask)) {
 			snprintf(msg, size, "%s refused every reply for 1 s (error %d): it sends XDP only from CPUs %*pbl",
 				 inst->nic->name, err, cpumask_pr_args(mask));
 			free_cpumask_var(mask);
@@ -128,7 +128,7 @@ static void netblk_xmit_failure_msg(struct netblk_instance *inst, char *msg, siz
 		free_cpumask_var(mask);
 	}
 	snprintf(msg, size, "%s refused every reply for 1 s (error %d) from cpu %u",
-		 inst->nic->name, err, inst->cpu);
+		 inst->nic->name, err, inst->opt.cpu);
 }
 
 /*
@@ -156,9 +156,9 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 		*can_wait = true;
 		return NETBLK_REASON_NIC_GONE;
 	}
-	if (mtu < inst->mtu) {
+	if (mtu < inst->opt.mtu) {
 		snprintf(msg, size, "%s's mtu fell to %u, below the instance's %u: start it with mtu=%u",
-			 adev->name, mtu, inst->mtu, mtu);
+			 adev->name, mtu, inst->opt.mtu, mtu);
 		*can_wait = true;
 		return NETBLK_REASON_NIC_MTU;
 	}
@@ -256,7 +256,7 @@ static void netblk_check_instance(struct netblk_instance *inst)
 		netblk_instance_resume(inst);	/* if it waited */
 		return;
 	}
-	if (can_wait && inst->nic_loss == NETBLK_NIC_LOSS_WAIT) {
+	if (can_wait && inst->opt.nic_loss == NETBLK_NIC_LOSS_WAIT) {
 		netblk_instance_wait_nic(inst, msg);
 		return;
 	}

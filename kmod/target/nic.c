@@ -227,7 +227,7 @@ static int netblk_nic_vlan(struct netblk_instance *inst, u16 vlan, struct netlin
 		/* the VLAN device holds its real one: no gap */
 		inst->nic = vlan_dev_real_dev(vdev);
 		netdev_hold(inst->nic, &inst->nic_tracker, GFP_KERNEL);
-		inst->vlan = id;
+		inst->opt.vlan = id;
 		return 0;
 	}
 	inst->addr_dev = nic;
@@ -248,7 +248,7 @@ static int netblk_nic_vlan(struct netblk_instance *inst, u16 vlan, struct netlin
 		return -ENODEV;
 	}
 	inst->addr_dev = vdev;
-	inst->vlan = vlan;
+	inst->opt.vlan = vlan;
 	return 0;
 }
 
@@ -264,7 +264,7 @@ static int netblk_nic_start_down(struct netblk_instance *inst, struct netlink_ex
 {
 	const char *name = inst->addr_dev->name;
 
-	if (inst->nic_loss != NETBLK_NIC_LOSS_WAIT) {
+	if (inst->opt.nic_loss != NETBLK_NIC_LOSS_WAIT) {
 		/* extack messages end at 80 bytes */
 		NL_SET_ERR_MSG_FMT(extack, "%s is down: bring it up, or start with nic-loss=wait",
 				   name);
@@ -305,10 +305,10 @@ static int netblk_nic_check(struct netblk_instance *inst, const struct netblk_st
 				   nic->name, nic->name, feature);
 		return -EOPNOTSUPP;
 	}
-	inst->mtu = p->has_mtu ? p->mtu : nic_mtu;
-	if (inst->mtu < NETBLK_MTU_MIN || inst->mtu > nic_mtu) {
+	inst->opt.mtu = netblk_start_given(p, MTU) ? p->opt.mtu : nic_mtu;
+	if (inst->opt.mtu < NETBLK_MTU_MIN || inst->opt.mtu > nic_mtu) {
 		NL_SET_ERR_MSG_FMT(extack, "mtu=%u is out of range: %u to %u (the mtu of %s)",
-				   inst->mtu, NETBLK_MTU_MIN, nic_mtu, adev->name);
+				   inst->opt.mtu, NETBLK_MTU_MIN, nic_mtu, adev->name);
 		return -EINVAL;
 	}
 	return 0;
@@ -335,7 +335,7 @@ int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_para
 		}
 	}
 	inst->nic = dev;
-	err = netblk_nic_vlan(inst, p->vlan, extack);
+	err = netblk_nic_vlan(inst, p->opt.vlan, extack);
 	if (err)
 		return err;
 	netblk_nic_driver(inst->nic, inst->driver, sizeof(inst->driver));

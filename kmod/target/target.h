@@ -35,26 +35,30 @@
 #define NETBLK_STOP_WAIT	(5 * HZ)	/* STOP waits this long for the disk */
 #define NETBLK_SPARE_PAGES	8	/* an instance's buffers for EAGAIN replies */
 
+/* Each START knob's index in NETBLK_START_OPTIONS: its bit in netblk_start_params.given. */
+#define NETBLK_START_OPT_INDEX(NAME, ...) NETBLK_START_OPT_##NAME,
+enum netblk_start_opt {
+	NETBLK_START_OPTIONS(NETBLK_START_OPT_INDEX)
+	NETBLK_START_OPTS
+};
+#undef NETBLK_START_OPT_INDEX
+
 /* What START asks for; unset optional values are 0 / empty. */
 struct netblk_start_params {
 	char device[NETBLK_DEVICE_MAX];
 	char ifname[IFNAMSIZ];
 	u16 port;
-	bool read_only;
-	bool has_mtu, has_cpu;
-	u32 mtu;
-	u32 cpu;
-	u32 poll_us;
-	u16 vlan;		/* 0: untagged */
+	struct netblk_start_options opt;	/* the knobs: given, or their defaults */
+	u64 given;		/* BIT_ULL(NETBLK_START_OPT_*): the knobs START gave */
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];
-	u32 sessions;		/* the session table's size */
-	u32 per_source;		/* of those, one IPv4 address holds at most */
 	bool has_key;
 	u8 key[NETBLK_KEY_BYTES];
 	u32 auth;		/* enum netblk_auth */
-	u32 nic_loss;		/* enum netblk_nic_loss */
 };
+
+/* START gave knob NAME (else its value is the list's default). */
+#define netblk_start_given(p, NAME) (!!((p)->given & BIT_ULL(NETBLK_START_OPT_##NAME)))
 
 struct netblk_io;
 struct xdp_frame;
@@ -81,15 +85,12 @@ struct netblk_instance {
 	/* what it serves, fixed once started */
 	char device[NETBLK_DEVICE_MAX];
 	u16 port;
-	bool read_only;
-	u32 mtu;
-	u32 cpu;
-	u32 poll_us;
-	u16 vlan;			/* 0: untagged */
-	u32 sessions;			/* protocol v2 sessions it holds */
-	u32 per_source;			/* of those, one IPv4 address holds at most */
+	/*
+	 * the knobs as it runs them: START's, with mtu, cpu and vlan resolved
+	 * (the NIC's MTU, the CPU chosen, the VLAN of a VLAN device)
+	 */
+	struct netblk_start_options opt;
 	u32 auth;			/* enum netblk_auth (the key is the core's alone) */
-	u32 nic_loss;			/* enum netblk_nic_loss */
 	u32 nr_allow;
 	struct netblk_prefix allow[NETBLK_ALLOW_MAX];	/* netblkctl puts them in the XDP program */
 	u64 size_bytes;

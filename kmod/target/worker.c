@@ -117,12 +117,12 @@ static bool netblk_worker_keep_polling(struct netblk_instance *inst, u64 *idle_s
 {
 	u64 now;
 
-	if (!inst->poll_us)
+	if (!inst->opt.poll_us)
 		return false;
 	now = ktime_get_ns();
 	if (!*idle_since)
 		*idle_since = now;
-	if (now - *idle_since >= (u64)inst->poll_us * NSEC_PER_USEC)
+	if (now - *idle_since >= (u64)inst->opt.poll_us * NSEC_PER_USEC)
 		return false;
 	if (inst->polled && netblk_core_at_disk(inst->core))
 		netblk_disk_poll(inst);
@@ -156,13 +156,13 @@ int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *ex
 {
 	struct task_struct *task;
 
-	task = kthread_create_on_node(netblk_worker_fn, inst, cpu_to_node(inst->cpu),
+	task = kthread_create_on_node(netblk_worker_fn, inst, cpu_to_node(inst->opt.cpu),
 				      "netblk/%u", inst->port);
 	if (IS_ERR(task)) {
 		NL_SET_ERR_MSG(extack, "cannot create the worker thread");
 		return PTR_ERR(task);
 	}
-	kthread_bind(task, inst->cpu);
+	kthread_bind(task, inst->opt.cpu);
 	/* held past the thread's exit: a completion may still be waking it */
 	get_task_struct(task);
 	inst->worker = task;

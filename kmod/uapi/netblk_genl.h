@@ -8,9 +8,12 @@
  * START  (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN)
  *                               DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
  *                               [CPU], [POLL_US], [VLAN], [ALLOW],
- *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS]
+ *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS],
+ *                               [PER_SOURCE], [DISK_TRIES] (the knobs:
+ *                               netblk_options.h's NETBLK_START_OPTIONS)
  *        reply: one NETBLK_CMD_START message describing the new instance
- *        (the same attributes as a LIST entry).  The caller then steers
+ *        (the same attributes as a LIST entry; every knob as it runs,
+ *        READ_ONLY when set, VLAN 0 when untagged).  The caller then steers
  *        (ADDR, PORT, VLAN) to HANDOFF_IFINDEX in the NIC program's maps,
  *        and puts ALLOW in its allowlist (bpf/README.md).
  * STOP   (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN) PORT, or ALL
@@ -31,7 +34,8 @@
  *
  * ATTACH (doit, CAP_SYS_ADMIN and CAP_NET_ADMIN)
  *                               ADDR, PORT, [IFNAME], [READ_ONLY],
- *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY]
+ *                               [QUEUE_DEPTH], [TIMEOUT_MS], [KEY] (the
+ *                               knobs: NETBLK_ATTACH_OPTIONS)
  *        the block-device client: opens a session with the instance at
  *        ADDR:PORT, asks INFO (5 s at most), and makes /dev/netblkN of it,
  *        whose partition table the kernel reads: a READ unanswered for
@@ -62,6 +66,7 @@
 #include <linux/types.h>
 
 #include "netblk_counters.h"
+#include "netblk_options.h"
 
 #define NETBLK_GENL_NAME		"netblk"
 #define NETBLK_GENL_VERSION		1
@@ -69,8 +74,6 @@
 
 #define NETBLK_ALLOW_MAX		64	/* prefixes in an allowlist */
 #define NETBLK_KEY_BYTES		16	/* a key= key: SipHash-2-4's 128 bits */
-#define NETBLK_SESSIONS_LIMIT		65536	/* sessions= at most */
-#define NETBLK_HOST_DEPTH_LIMIT		1024	/* ATTACH's queue-depth= at most */
 
 /* NETBLK_A_AUTH: what a keyed instance's tags cover (docs/protocol.md). */
 enum netblk_auth {
@@ -100,16 +103,13 @@ enum netblk_cmd {
 };
 #define NETBLK_CMD_MAX (__NETBLK_CMD_MAX - 1)
 
+#define NETBLK_A_OPTION(NAME, name, nr, ...) NETBLK_A_##NAME = nr,
 enum netblk_attr {
 	NETBLK_A_UNSPEC,
 	NETBLK_A_DEVICE,	/* string: block device path, e.g. /dev/nvme0n1p3 */
 	NETBLK_A_PORT,		/* u16: UDP port, host order */
-	NETBLK_A_READ_ONLY,	/* flag */
-	NETBLK_A_IFNAME,	/* string: NIC (once it went away: the name it had) */
-	NETBLK_A_MTU,		/* u32 */
-	NETBLK_A_CPU,		/* u32: the worker's cpu */
-	NETBLK_A_POLL_US,	/* u32 */
-	NETBLK_A_ALL,		/* flag: STOP every instance */
+	NETBLK_A_IFNAME = 4,	/* string: NIC (once it went away: the name it had) */
+	NETBLK_A_ALL = 8,	/* flag: STOP every instance */
 	NETBLK_A_IFINDEX,	/* u32: the NIC's; an instance's, not once its NIC went away */
 	NETBLK_A_ADDR,		/* u32: IPv4 address, network order */
 	NETBLK_A_SIZE,		/* u64: device size in bytes */
@@ -136,26 +136,20 @@ enum netblk_attr {
 	 */
 	NETBLK_A_HANDOFF_IFINDEX,
 	NETBLK_A_LATENCY,	/* nested: enum netblk_latency_attr (LIST) */
-	NETBLK_A_VLAN,		/* u16: the 802.1Q VLAN served; absent or 0: untagged */
 	/* nested: NETBLK_A_ALLOW_PREFIX entries; absent: any source */
-	NETBLK_A_ALLOW,
+	NETBLK_A_ALLOW = 27,
 	NETBLK_A_ALLOW_PREFIX,	/* binary: struct netblk_prefix */
 	NETBLK_A_DRIVER,	/* string: the NIC's driver */
 	NETBLK_A_STATE,		/* u32: enum netblk_state */
 	NETBLK_A_STOPPING_MS,	/* u64: how long it has been stopping */
 	NETBLK_A_STOPPING,	/* u32: instances a STOP left stopping */
-	NETBLK_A_SESSIONS,	/* u32: protocol v2 sessions the instance holds (START: 1..65536) */
 	/* binary, NETBLK_KEY_BYTES: accept only datagrams tagged with this key (START only) */
-	NETBLK_A_KEY,
+	NETBLK_A_KEY = 34,
 	NETBLK_A_AUTH,		/* u32: enum netblk_auth; absent: NONE, or HEADER with a key */
 	NETBLK_A_DISK,		/* string: an attached device, netblkN */
-	NETBLK_A_QUEUE_DEPTH,	/* u32: ATTACH's requests in flight, 1..1024 (64) */
-	NETBLK_A_TIMEOUT_MS,	/* u32: ATTACH: fail I/O not done in this long; absent or 0: never */
-	NETBLK_A_FORCE,		/* flag: DETACH an open device */
+	NETBLK_A_FORCE = 39,	/* flag: DETACH an open device */
 	NETBLK_A_HOST_STATS,	/* nested: enum netblk_host_stat_attr (ATTACHED) */
-	/* u32, enum netblk_nic_loss: START's nic-loss=; LIST: the instance's */
-	NETBLK_A_NIC_LOSS,
-	NETBLK_A_WAITING_MS,	/* u64: how long it has been waiting for its NIC */
+	NETBLK_A_WAITING_MS = 42,	/* u64: how long it has been waiting for its NIC */
 	NETBLK_A_WAITING_FOR,	/* string: what it waits for ("eth0 is down") */
 	/* string: the served device as the kernel names it (nvme0n1p1, as in /proc/diskstats) */
 	NETBLK_A_DISK_NAME,
@@ -166,12 +160,16 @@ enum netblk_attr {
 	 */
 	NETBLK_A_XDP_DROPPED,
 	/*
-	 * u32: of the sessions, those one IPv4 address may hold (START: 1 up
-	 * to SESSIONS; absent: 16, or SESSIONS if fewer); LIST: the instance's
+	 * START's and ATTACH's knobs (READ_ONLY 3, MTU 5, CPU 6, POLL_US 7,
+	 * VLAN 26, SESSIONS 33, QUEUE_DEPTH 37, TIMEOUT_MS 38, NIC_LOSS 41,
+	 * PER_SOURCE 46, ...): netblk_options.h's lists say what each is and
+	 * fix its number.
 	 */
-	NETBLK_A_PER_SOURCE,
-	__NETBLK_A_MAX,
+	NETBLK_START_OPTIONS(NETBLK_A_OPTION)
+	NETBLK_ATTACH_OPTIONS(NETBLK_A_OPTION)
+	__NETBLK_A_MAX = NETBLK_A_NEXT,
 };
+#undef NETBLK_A_OPTION
 #define NETBLK_A_MAX (__NETBLK_A_MAX - 1)
 
 enum netblk_event {

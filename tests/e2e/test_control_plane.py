@@ -154,6 +154,30 @@ def test_list_json(netblk):
     assert int(mask, 16) == 1, mask
 
 
+def test_knob_round_trip(netblk):
+    """A knob of netblk_options.h (disk-tries=) goes to the kernel, comes
+    back in LIST (JSON, text, Prometheus), is saved when not its default and
+    refused out of range by netblkctl and the kernel's policy alike."""
+    g = netblk
+    start(g, P1, 7000)
+    start(g, P2, 7001, "disk-tries=12")
+    inst = instances(g)
+    assert inst[7000]["disk_tries"] == 6 and inst[7001]["disk_tries"] == 12, inst
+    rc, out, err = ctl(g, "list")
+    assert rc == 0 and "options: disk-tries=12" in out, (out, err)
+    assert out.count("options:") == 1, out
+    prom = g.check("netblkctl stats --prometheus")
+    assert 'disk_tries="12"' in prom and 'disk_tries="6"' in prom, prom
+    saved = g.check("netblkctl save /tmp/knob.conf && cat /tmp/knob.conf")
+    assert "disk-tries=12" in saved and saved.count("disk-tries") == 1, saved
+    refused(g, r"bad disk-tries= '17'", "start", P1, 7002, "disk-tries=17")
+    refused(g, r"bad disk-tries= '0'", "start", P1, 7002, "disk-tries=0")
+    rc, out, err = ctl(g, "start", P2, 7001, "disk-tries=12", "--exist-ok")
+    assert rc == 0, (out, err)
+    rc, out, err = ctl(g, "start", P2, 7001, "disk-tries=3", "--exist-ok")
+    assert rc != 0 and "disk-tries" in err, (out, err)
+
+
 def test_stop_unknown_port(netblk):
     refused(netblk, r"7999|no instance", "stop", 7999)
 

@@ -143,6 +143,7 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	inst->data_pages.assign(NETBLK_SLOTS, std::vector<uint8_t>(o.gather_page));
 
 	netblk_core_config config{};
+	config.options = o.knobs;
 	config.size_bytes = disk_size;
 	config.sector_size = 512;
 	config.mtu = 1500;

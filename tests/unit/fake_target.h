@@ -58,6 +58,14 @@ struct netblk_instance {
 	uint64_t submissions = 0;
 };
 
+/* START's knobs (netblk_options.h), each its default. */
+inline netblk_start_options fake_default_knobs()
+{
+	netblk_start_options k;
+	netblk_start_options_init(&k);
+	return k;
+}
+
 /* What a fake instance is started with, beyond the disk's size. */
 struct fake_options {
 	bool read_only = false;
@@ -72,6 +80,8 @@ struct fake_options {
 	const uint8_t *secret = nullptr;	/* 16 bytes: the instance's secret (else a fixed one) */
 	uint32_t local_ip = 0;		/* network order; 0: test::server_ip */
 	uint16_t port = 0;		/* 0: test::server_port */
+	/* START's knobs the core reads in config.options (the fields above predate it) */
+	netblk_start_options knobs = fake_default_knobs();
 };
 
 /*

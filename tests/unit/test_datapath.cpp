@@ -761,12 +761,50 @@ TEST_F(instance_fixture, DiskAgainForeverIsAnsweredEagain)
 	EXPECT_EQ(h.status, status_eagain);
 	EXPECT_EQ(h.seq, 8u);
 	EXPECT_EQ(inst->sent[0].size(), reply_headroom) << "headers alone";
-	EXPECT_EQ(inst->submissions, (uint64_t)nb::engine::again_tries_max);
+	EXPECT_EQ(inst->submissions, (uint64_t)fake_default_knobs().disk_tries);
 	netblk_stats s = stats();
 	EXPECT_EQ(s.disk_gave_up, 1u);
 	EXPECT_EQ(s.io_errors, 0u);
 	EXPECT_EQ(s.inflight_queued + s.inflight_disk + s.inflight_done, 0u);
 	expect_nothing_held();
+}
+
+/* disk-tries=: as many tries as it says, the last ones blocking, then EAGAIN. */
+TEST_F(instance_fixture, DiskTriesSaysHowOftenARefusedRequestIsTried)
+{
+	for (uint32_t tries : {1u, 2u, 12u, 16u}) {
+		fake_stop(inst);
+		fake_options o;
+		o.knobs.disk_tries = tries;
+		inst = fake_start(disk_size, o);
+		ASSERT_NE(inst, nullptr);
+		inst->disk_refusals = 1000;
+		receive(to_server(request(op_read, 0, 1024, 0, 0, 9)));
+		work();
+		work();		/* 16 tries wait 1.6 s, more than one work() */
+		ASSERT_EQ(inst->sent.size(), 1u) << tries;
+		EXPECT_EQ(reply_header(inst->sent[0]).status, status_eagain) << tries;
+		EXPECT_EQ(inst->submissions, (uint64_t)tries);
+		netblk_stats s = stats();
+		EXPECT_EQ(s.disk_busy, (uint64_t)tries - 1) << "the last is given up";
+		EXPECT_EQ(s.disk_gave_up, 1u);
+		EXPECT_EQ(s.disk_blocking, tries > nb::engine::again_nowait_tries ?
+					   tries - nb::engine::again_nowait_tries : 0u) << tries;
+		expect_nothing_held();
+	}
+
+	/* One refusal, with one try to spare: served. */
+	fake_stop(inst);
+	fake_options o;
+	o.knobs.disk_tries = 2;
+	inst = fake_start(disk_size, o);
+	ASSERT_NE(inst, nullptr);
+	inst->disk_refusals = 1;
+	receive(to_server(request(op_read, 0, 1024, 0, 0, 10)));
+	work();
+	ASSERT_EQ(inst->sent.size(), 1u);
+	EXPECT_EQ(reply_header(inst->sent[0]).status, status_ok);
+	EXPECT_EQ(stats().disk_gave_up, 0u);
 }
 
 TEST_F(instance_fixture, NoBufferToReadIntoIsAnsweredEagainNotEio)

@@ -17,35 +17,38 @@
 static_assert(key_text_bytes == NETBLK_KEY_BYTES, "a key file holds one instance key");
 
 // One instance: the attributes of a NETBLK_CMD_START reply or a LIST entry.
+// A knob's value as netblkctl keeps what the kernel says of it
+// (netblk_options.h's lists: a flag, a u16 or a u32).
+#define NETBLK_CTL_HAVE_TYPE_flag bool
+#define NETBLK_CTL_HAVE_TYPE_u16 uint16_t
+#define NETBLK_CTL_HAVE_TYPE_u32 uint32_t
+#define NETBLK_CTL_HAVE_FIELD(NAME, name, nr, type, ...) NETBLK_CTL_HAVE_TYPE_##type name{};
+
 // Attributes the kernel did not send stay zero / empty.
 struct netblk_instance {
 	std::string device;
 	std::string disk_name;		// as the kernel names the device (nvme0n1p1)
 	uint16_t port = 0;
-	bool read_only = false;
 	std::string ifname;		// the NIC its XDP program runs on
 	uint32_t ifindex = 0;
 	std::string driver;		// the NIC's
-	uint16_t vlan = 0;		// 0: untagged
 	uint32_t handoff_ifindex = 0;	// the instance's netblk<port> device; 0 once stopping
 	uint32_t addr = 0;		// IPv4, network order
 	std::vector<netblk_prefix> allow;	// empty: any source
-	uint32_t mtu = 0;
-	uint32_t cpu = 0;
-	uint32_t poll_us = 0;
 	uint64_t size = 0;		// bytes
 	uint32_t sector_size = 0;
 	uint32_t max_io = 0;		// data bytes a datagram carries
 	uint32_t slots = 0;
-	uint32_t sessions = 0;		// the session table's size
-	uint32_t per_source = 0;	// of those, one source address holds at most (0: not sent)
 	uint32_t auth = 0;		// enum netblk_auth
 	uint64_t uptime_ms = 0;
 	uint32_t state = 0;		// enum netblk_state; 0 when not sent
 	uint64_t stopping_ms = 0;
-	uint32_t nic_loss = 0;		// enum netblk_nic_loss
 	uint64_t waiting_ms = 0;	// while waiting for its NIC
 	std::string waiting_for;	// what for ("eth0 is down")
+	// START's knobs as it runs them (netblk_options.h; read_only, mtu,
+	// cpu, poll_us, vlan -- 0: untagged --, sessions, per_source --
+	// 0: not sent --, nic_loss -- enum netblk_nic_loss --, ...)
+	NETBLK_START_OPTIONS(NETBLK_CTL_HAVE_FIELD)
 	// Nonzero: the NIC's driver dropped netblk's XDP program when the NIC
 	// reopened (the module numbers the reopens); XDP_READY names it back.
 	uint32_t xdp_dropped = 0;
@@ -135,8 +138,9 @@ struct netblk_attached {
 	uint32_t sector_size = 0;
 	uint32_t max_io = 0;
 	uint32_t slots = 0;		// the instance's
-	uint32_t queue_depth = 0;
-	uint32_t timeout_ms = 0;	// 0: I/O never fails on its own
+	// ATTACH's knobs (netblk_options.h): queue_depth, timeout_ms (0: I/O
+	// never fails on its own), ...
+	NETBLK_ATTACH_OPTIONS(NETBLK_CTL_HAVE_FIELD)
 	uint32_t auth = 0;		// enum netblk_auth
 	uint64_t uptime_ms = 0;
 	std::array<uint64_t, NETBLK_HS_MAX + 1> stats{};	// by enum netblk_host_stat_attr
@@ -227,7 +231,9 @@ std::string format_instance_text(const netblk_instance &inst);
 //   stopping_ms, ifname, ifindex, driver, vlan (0: untagged),
 //   handoff_ifindex, addr ("a.b.c.d"), allow (["10.1.0.0/16", ...], [] for
 //   any source), mtu, cpu, poll_us, size_bytes, sector_size, max_io, slots,
-//   sessions, auth ("none" | "header" | "full"), uptime_ms,
+//   sessions, per_source, then each "gen" knob of netblk_options.h's
+//   START list by its field name (disk_tries, ...), auth ("none" |
+//   "header" | "full"), uptime_ms,
 //   stats: { every NETBLK_STATS counter of netblk_counters.h by name, in
 //            its order, then dropped_<reason> (NETBLK_DROPS) and
 //            refused_<status> (NETBLK_REFUSALS), then not_allowed (null when

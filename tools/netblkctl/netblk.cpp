@@ -59,6 +59,46 @@ bool get_flag(const nlattr *a, bool &b)
 	return true;
 }
 
+// A knob (netblk_options.h) by the type of its field: a flag or a number.
+bool get_knob(const nlattr *a, bool &b)
+{
+	return get_flag(a, b);
+}
+
+bool get_knob(const nlattr *a, uint16_t &v)
+{
+	return get_uint(a, v);
+}
+
+bool get_knob(const nlattr *a, uint32_t &v)
+{
+	return get_uint(a, v);
+}
+
+#define GET_KNOB_OF_I(NAME, name, ...) case NETBLK_A_##NAME: return get_knob(a, i.name);
+#define GET_KNOB_OF_T(NAME, name, ...) case NETBLK_A_##NAME: return get_knob(a, t.name);
+
+// A knob the command line gave, to send; one not given is left out.
+void put_knob(nlmsghdr *req, uint16_t attr, bool set)
+{
+	if (set)
+		mnl_attr_put(req, attr, 0, nullptr);
+}
+
+void put_knob(nlmsghdr *req, uint16_t attr, const std::optional<uint16_t> &v)
+{
+	if (v)
+		mnl_attr_put_u16(req, attr, *v);
+}
+
+void put_knob(nlmsghdr *req, uint16_t attr, const std::optional<uint32_t> &v)
+{
+	if (v)
+		mnl_attr_put_u32(req, attr, *v);
+}
+
+#define PUT_KNOB(NAME, name, ...) put_knob(req, NETBLK_A_##NAME, args.name);
+
 int stat_attr_cb(const nlattr *a, void *data)
 {
 	auto *ctx = static_cast<parse_ctx *>(data);
@@ -158,21 +198,15 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	netblk_instance &i = *ctx->inst;
 	switch (mnl_attr_get_type(a)) {
 	case NETBLK_A_DRIVER:      return get_string(a, i.driver);
-	case NETBLK_A_VLAN:        return get_uint(a, i.vlan);
 	case NETBLK_A_STATE:       return get_uint(a, i.state);
 	case NETBLK_A_STOPPING_MS: return get_uint(a, i.stopping_ms);
-	case NETBLK_A_NIC_LOSS:    return get_uint(a, i.nic_loss);
 	case NETBLK_A_WAITING_MS:  return get_uint(a, i.waiting_ms);
 	case NETBLK_A_WAITING_FOR: return get_string(a, i.waiting_for);
 	case NETBLK_A_DEVICE:      return get_string(a, i.device);
 	case NETBLK_A_DISK_NAME:   return get_string(a, i.disk_name);
 	case NETBLK_A_XDP_DROPPED: return get_uint(a, i.xdp_dropped);
 	case NETBLK_A_PORT:        return get_uint(a, i.port);
-	case NETBLK_A_READ_ONLY:   return get_flag(a, i.read_only);
 	case NETBLK_A_IFNAME:      return get_string(a, i.ifname);
-	case NETBLK_A_MTU:         return get_uint(a, i.mtu);
-	case NETBLK_A_CPU:         return get_uint(a, i.cpu);
-	case NETBLK_A_POLL_US:     return get_uint(a, i.poll_us);
 	case NETBLK_A_IFINDEX:     return get_uint(a, i.ifindex);
 	case NETBLK_A_HANDOFF_IFINDEX: return get_uint(a, i.handoff_ifindex);
 	case NETBLK_A_ADDR:        return get_uint(a, i.addr);
@@ -180,10 +214,9 @@ bool get_attr(const nlattr *a, parse_ctx *ctx)
 	case NETBLK_A_SECTOR_SIZE: return get_uint(a, i.sector_size);
 	case NETBLK_A_MAX_IO:      return get_uint(a, i.max_io);
 	case NETBLK_A_SLOTS:       return get_uint(a, i.slots);
-	case NETBLK_A_SESSIONS:    return get_uint(a, i.sessions);
-	case NETBLK_A_PER_SOURCE:  return get_uint(a, i.per_source);
 	case NETBLK_A_AUTH:        return get_uint(a, i.auth);
 	case NETBLK_A_UPTIME_MS:   return get_uint(a, i.uptime_ms);
+	NETBLK_START_OPTIONS(GET_KNOB_OF_I)
 	}
 	return true;	// unknown to this netblkctl: ignored
 }
@@ -245,10 +278,9 @@ bool get_attached_attr(const nlattr *a, netblk_attached &t)
 	case NETBLK_A_SECTOR_SIZE: return get_uint(a, t.sector_size);
 	case NETBLK_A_MAX_IO:      return get_uint(a, t.max_io);
 	case NETBLK_A_SLOTS:       return get_uint(a, t.slots);
-	case NETBLK_A_QUEUE_DEPTH: return get_uint(a, t.queue_depth);
-	case NETBLK_A_TIMEOUT_MS:  return get_uint(a, t.timeout_ms);
 	case NETBLK_A_AUTH:        return get_uint(a, t.auth);
 	case NETBLK_A_UPTIME_MS:   return get_uint(a, t.uptime_ms);
+	NETBLK_ATTACH_OPTIONS(GET_KNOB_OF_T)
 	}
 	return true;	// unknown to this netblkctl: ignored
 }
@@ -364,26 +396,11 @@ nl_status netblk_client::start(const netblk_start_args &args, netblk_instance &i
 {
 	nlmsghdr *req = begin(NETBLK_CMD_START, NLM_F_REQUEST | NLM_F_ACK);
 	mnl_attr_put_u16(req, NETBLK_A_PORT, args.port);
-	if (args.read_only)
-		mnl_attr_put(req, NETBLK_A_READ_ONLY, 0, nullptr);
-	if (args.mtu)
-		mnl_attr_put_u32(req, NETBLK_A_MTU, *args.mtu);
-	if (args.cpu)
-		mnl_attr_put_u32(req, NETBLK_A_CPU, *args.cpu);
-	if (args.poll_us)
-		mnl_attr_put_u32(req, NETBLK_A_POLL_US, *args.poll_us);
-	if (args.vlan)
-		mnl_attr_put_u16(req, NETBLK_A_VLAN, *args.vlan);
-	if (args.sessions)
-		mnl_attr_put_u32(req, NETBLK_A_SESSIONS, *args.sessions);
-	if (args.per_source)
-		mnl_attr_put_u32(req, NETBLK_A_PER_SOURCE, *args.per_source);
+	NETBLK_START_OPTIONS(PUT_KNOB)
 	if (args.key)
 		mnl_attr_put(req, NETBLK_A_KEY, args.key->size(), args.key->data());
 	if (args.auth)
 		mnl_attr_put_u32(req, NETBLK_A_AUTH, *args.auth);
-	if (args.nic_loss)
-		mnl_attr_put_u32(req, NETBLK_A_NIC_LOSS, *args.nic_loss);
 	if (!args.allow.empty()) {
 		nlattr *nest = mnl_attr_nest_start(req, NETBLK_A_ALLOW);
 		for (const netblk_prefix &p : args.allow)
@@ -458,10 +475,7 @@ nl_status netblk_client::attach(const netblk_attach_args &args, netblk_attached 
 	mnl_attr_put_u16(req, NETBLK_A_PORT, args.port);
 	if (args.read_only)
 		mnl_attr_put(req, NETBLK_A_READ_ONLY, 0, nullptr);
-	if (args.queue_depth)
-		mnl_attr_put_u32(req, NETBLK_A_QUEUE_DEPTH, *args.queue_depth);
-	if (args.timeout_ms)
-		mnl_attr_put_u32(req, NETBLK_A_TIMEOUT_MS, *args.timeout_ms);
+	NETBLK_ATTACH_OPTIONS(PUT_KNOB)
 	if (args.key)
 		mnl_attr_put(req, NETBLK_A_KEY, args.key->size(), args.key->data());
 	if (args.auth)

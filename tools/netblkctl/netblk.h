@@ -11,21 +11,21 @@
 #include "format.h"
 #include "genl.h"
 
+// A knob's value as the command line gave it (netblk_options.h's lists):
+// a flag is said or not, a number given or not.
+#define NETBLK_CTL_ARG_TYPE_flag bool
+#define NETBLK_CTL_ARG_TYPE_u16 std::optional<uint16_t>
+#define NETBLK_CTL_ARG_TYPE_u32 std::optional<uint32_t>
+#define NETBLK_CTL_ARG_FIELD(NAME, name, nr, type, ...) NETBLK_CTL_ARG_TYPE_##type name{};
+
 struct netblk_start_args {
 	std::string device;
 	uint16_t port = 0;
-	bool read_only = false;
 	std::optional<std::string> ifname;
-	std::optional<uint32_t> mtu;
-	std::optional<uint32_t> cpu;
-	std::optional<uint32_t> poll_us;
-	std::optional<uint16_t> vlan;
 	std::vector<netblk_prefix> allow;	// empty: any source
-	std::optional<uint32_t> sessions;
-	std::optional<uint32_t> per_source;
 	std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> key;	// read from key=FILE
 	std::optional<uint32_t> auth;		// enum netblk_auth
-	std::optional<uint32_t> nic_loss;	// enum netblk_nic_loss
+	NETBLK_START_OPTIONS(NETBLK_CTL_ARG_FIELD)	// read_only, mtu, ..., nic_loss, ...
 };
 
 struct netblk_attach_args {
@@ -33,8 +33,7 @@ struct netblk_attach_args {
 	uint16_t port = 0;
 	bool read_only = false;
 	std::optional<std::string> ifname;
-	std::optional<uint32_t> queue_depth;
-	std::optional<uint32_t> timeout_ms;
+	NETBLK_ATTACH_OPTIONS(NETBLK_CTL_ARG_FIELD)	// queue_depth, timeout_ms, ...
 	std::optional<std::array<uint8_t, NETBLK_KEY_BYTES>> key;
 	std::optional<uint32_t> auth;		// enum netblk_auth
 };

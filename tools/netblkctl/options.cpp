@@ -79,6 +79,9 @@ struct option_desc {
 	have_field<Have> have{};
 	bool (*saved_if)(uint32_t value, const Have &have, uint32_t nic_mtu) = nullptr;
 	bool not_saved = false;
+	// u32: what the kernel puts in when it is not said, which save does
+	// not write either (netblk_options.h's default)
+	uint32_t def = 0;
 };
 
 // A command's options, and the wording of its messages (attach's have been
@@ -172,7 +175,26 @@ bool per_source_not_default(uint32_t per_source, const instance &inst, uint32_t)
 	       per_source != std::min<uint32_t>(NETBLK_PER_SOURCE_DEFAULT, inst.sessions);
 }
 
-// start's options, in the order of the usage.
+// The row of a knob of netblk_options.h's lists marked "gen": its word,
+// its range, its usage, its default.  The "own" ones have rows of their
+// own below (older than the lists, or worded specially).
+#define GEN_KIND_flag option_kind::flag
+#define GEN_KIND_u16 option_kind::u32
+#define GEN_KIND_u32 option_kind::u32
+#define GEN_ROW_own(Args, Have, fld, type, lo, hi, dflt, cli, mv, hlp)
+#define GEN_ROW_gen(Args, Have, fld, type, lo, hi, dflt, cli, mv, hlp)			\
+	{.name = cli, .kind = GEN_KIND_##type, .field = &Args::fld, .min = lo, .max = hi,	\
+	 .metavar = mv, .help = hlp, .have = &Have::fld, .def = dflt},
+#define GEN_START_ROW(NAME, fld, nr, type, lo, hi, dflt, ctl, cli, mv, hlp)		\
+	GEN_ROW_##ctl(start_args, instance, fld, type, lo, hi, dflt, cli, mv, hlp)
+#define GEN_ATTACH_ROW(NAME, fld, nr, type, lo, hi, dflt, ctl, cli, mv, hlp)		\
+	GEN_ROW_##ctl(attach_args, attached, fld, type, lo, hi, dflt, cli, mv, hlp)
+// Their words, in their have_order.
+#define GEN_WORD_own(cli)
+#define GEN_WORD_gen(cli) cli,
+#define GEN_WORD(NAME, fld, nr, type, lo, hi, dflt, ctl, cli, ...) GEN_WORD_##ctl(cli)
+
+// start's options, in the order of the usage: the lists' "gen" knobs last.
 constexpr option_desc<start_args, instance> start_option_list[] = {
 	{.name = "ro", .kind = option_kind::flag, .field = &start_args::read_only,
 	 .help = "refuse writes", .have = &instance::read_only},
@@ -221,6 +243,7 @@ constexpr option_desc<start_args, instance> start_option_list[] = {
 	 .help = "when the NIC goes down, loses the address or lowers its\n"
 		 "MTU: wait for it to come back (default), or stop",
 	 .have = &instance::nic_loss},
+	NETBLK_START_OPTIONS(GEN_START_ROW)
 };
 constexpr option_table<start_args, instance> start_options = {start_option_list,
 								  "unknown option", false};
@@ -245,6 +268,7 @@ constexpr option_desc<attach_args, attached> attach_option_list[] = {
 	{.name = "key", .kind = option_kind::key_file, .field = &attach_args::key,
 	 .metavar = "FILE", .help = "tag every datagram with this key (an instance's auth=header)",
 	 .new_line = true},
+	NETBLK_ATTACH_OPTIONS(GEN_ATTACH_ROW)
 };
 constexpr option_table<attach_args, attached> attach_options = {attach_option_list,
 								   "unknown attach option", true};
@@ -256,8 +280,12 @@ static_assert(options_well_formed(attach_options));
 // it once.
 constexpr const char *start_have_order[] = {
 	"ro", "dev", "vlan", "mtu", "cpu", "poll", "sessions", "per-source", "nic-loss", "allow",
+	NETBLK_START_OPTIONS(GEN_WORD)
 };
-constexpr const char *attach_have_order[] = {"ro", "dev", "queue-depth", "timeout"};
+constexpr const char *attach_have_order[] = {
+	"ro", "dev", "queue-depth", "timeout",
+	NETBLK_ATTACH_OPTIONS(GEN_WORD)
+};
 
 template <class Args, class Have>
 constexpr bool have_order_complete(const option_table<Args, Have> &t,
@@ -510,7 +538,7 @@ std::string saved_option(const option_desc<Args, Have> &o, const Have &have, uin
 	}
 	case option_kind::u32: {
 		uint32_t n = have_number(o, have);
-		if (o.saved_if ? !o.saved_if(n, have, nic_mtu) : n == 0)
+		if (o.saved_if ? !o.saved_if(n, have, nic_mtu) : n == 0 || n == o.def)
 			return {};
 		return " " + name + "=" + std::to_string(n / o.scale + (n % o.scale != 0));
 	}

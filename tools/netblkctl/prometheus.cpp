@@ -123,6 +123,27 @@ const char *yes_no(bool b)
 	return b ? "true" : "false";
 }
 
+// A knob of netblk_options.h's START list marked "gen" as a label of
+// netblk_instance_info, after the hand-written ones.
+[[maybe_unused]] std::string knob_label(bool b)
+{
+	return yes_no(b);
+}
+
+[[maybe_unused]] std::string knob_label(uint32_t v)
+{
+	return std::to_string(v);
+}
+
+[[maybe_unused]] std::string knob_label(uint16_t v)
+{
+	return std::to_string(v);
+}
+
+#define KNOB_LABEL_own(fld)
+#define KNOB_LABEL_gen(fld) << "\"," #fld "=\"" << knob_label(inst.fld)
+#define KNOB_LABEL(NAME, fld, nr, type, lo, hi, dflt, ctl, ...) KNOB_LABEL_##ctl(fld)
+
 // One series a instance, always 1, its settings as labels: join on port.
 void instance_info(std::ostream &o, const std::vector<netblk_instance> &insts)
 {
@@ -141,6 +162,7 @@ void instance_info(std::ostream &o, const std::vector<netblk_instance> &insts)
 		  << "\",slots=\"" << inst.slots
 		  << "\",sessions=\"" << inst.sessions
 		  << "\",per_source=\"" << inst.per_source
+		  NETBLK_START_OPTIONS(KNOB_LABEL)
 		  << "\",auth=\"" << auth_name(inst.auth)
 		  << "\",nic_loss=\"" << nic_loss_name(inst.nic_loss)
 		  << "\",driver=\"" << prometheus_label_value(inst.driver)
