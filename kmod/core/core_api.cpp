@@ -88,6 +88,12 @@ void netblk_core_rx_drop(struct netblk_core *core, uint32_t cpu, enum netblk_dro
 	core->engine.rx_drop(cpu, (nb::drop_reason)why);
 }
 
+uint32_t netblk_core_queue_of(struct netblk_core *core, uint32_t cpu, const uint8_t *data,
+			      uint32_t len)
+{
+	return core->engine.queue_of(cpu, data, len);
+}
+
 uint32_t netblk_core_submit(struct netblk_core *core, uint64_t now_ns)
 {
 	return core->engine.submit(now_ns);

@@ -105,7 +105,13 @@ struct netblk_core_config {
 	uint32_t discard_granularity;
 	uint64_t max_discard_bytes;	/* 0: the device cannot discard */
 	uint64_t max_write_zeroes_bytes;	/* 0: the device cannot write zeroes */
-	uint32_t sessions;		/* the session table's size */
+	/*
+	 * The instance's queues: this core is queue @queue of @queues, each
+	 * with a worker, slots and sessions of its own (0 of 1: the only one)
+	 */
+	uint32_t queue;
+	uint32_t queues;
+	uint32_t sessions;		/* the session table's size (this queue's) */
 	uint32_t sessions_per_source;	/* of those, one IPv4 address holds at most (0: the default) */
 	uint64_t export_id;		/* netblk_core_export_id() of the device */
 	uint8_t secret[NETBLK_KEY_SIZE];	/* random: cookies and session tokens */
@@ -198,6 +204,16 @@ enum netblk_rx_verdict netblk_core_receive(struct netblk_core *core, uint32_t cp
 					   void *frame, uint8_t *data, uint32_t *len,
 					   const struct netblk_piece *frags, uint32_t nr_frags,
 					   uint64_t now_ns);
+/*
+ * Which of the instance's queues a frame is for: the queue of the session a
+ * request names (netblk_core_config.queue), or @core's own for any other
+ * (a HELLO, what is not netblk's): called on the queue of the CPU it
+ * arrived on, before netblk_core_receive() on the queue it names.  A
+ * session's datagram arriving on another queue's CPU is counted (steered)
+ * on @core.  Reads the headers unchecked: the queue it names checks them.
+ */
+uint32_t netblk_core_queue_of(struct netblk_core *core, uint32_t cpu, const uint8_t *data,
+			      uint32_t len);
 /* How many of the refusals the receive path sent the NIC took. */
 void netblk_core_rx_sent(struct netblk_core *core, uint32_t cpu, uint32_t sent,
 			 uint32_t dropped);

@@ -61,6 +61,8 @@ int engine::init(const netblk_core_config &config)
 	geo_.export_id = config.export_id;
 	options_ = config.options;
 	nr_cpus_ = config.nr_cpus;
+	queues_ = config.queues ? config.queues : 1;
+	queue_ = config.queue;
 	frame_local_init(&local_, config);
 	reply_headroom_ = frame_headroom(local_) + header_size;
 	link_size_ = frame_link_size(local_);
@@ -76,7 +78,8 @@ int engine::init(const netblk_core_config &config)
 	auth_.key = siphash_key_from_bytes(config.key);
 	set_link(config.link_mtu, config.local_mac);
 	if (sessions_.init(config.sessions ? config.sessions : NETBLK_SESSIONS_DEFAULT,
-			   config.sessions_per_source, siphash_key_from_bytes(config.secret)))
+			   config.sessions_per_source, siphash_key_from_bytes(config.secret),
+			   queue_, queues_))
 		return -err_nomem;
 
 	/* value-initialised: counters and slots start at zero */

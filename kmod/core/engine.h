@@ -138,6 +138,7 @@ public:
 				  u32 nr_frags, u64 now_ns);
 	void rx_sent(u32 cpu, u32 sent, u32 dropped);
 	void rx_drop(u32 cpu, drop_reason why);
+	u32 queue_of(u32 cpu, const u8 *data, u32 len);
 
 	/* worker */
 	u32 submit(u64 now_ns);
@@ -239,6 +240,7 @@ private:
 
 	geometry geo_ = {};
 	u32 nr_cpus_ = 0;
+	u32 queue_ = 0, queues_ = 1;	/* this queue of the instance's */
 	frame_local local_ = {};		/* the instance's end of the link (frame.h) */
 	u32 reply_headroom_ = 0;	/* the frame's headers and netblk's */
 	u32 link_size_ = 0;		/* bytes of a reply frame its MTU does not count */

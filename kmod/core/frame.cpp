@@ -79,6 +79,20 @@ static bool fail(drop_reason *why, drop_reason reason)
 	return false;
 }
 
+u32 frame_payload_at(const u8 *frame, u32 head_len)
+{
+	u16 vlan;
+	u32 l3, at;
+
+	if (head_len < eth_header_size + ipv4_header_size + udp_header_size)
+		return 0;
+	l3 = parse_ethernet(frame, head_len, &vlan);
+	if (!l3 || head_len < l3 + ipv4_header_size)
+		return 0;
+	at = l3 + (u32)(frame[l3] & 0x0f) * 4 + udp_header_size;
+	return at <= head_len ? at : 0;
+}
+
 bool parse_frame(const frame_bytes &f, const endpoint &local, u32 payload_head,
 		 frame_layout *out, drop_reason *why)
 {

@@ -170,6 +170,14 @@ inline bool parse_frame(const u8 *frame, u32 frame_len, const endpoint &local, u
 	return parse_frame(one_buffer(frame, frame_len), local, payload_head, out, why);
 }
 
+/*
+ * Where a frame's UDP payload begins in its first @head_len bytes, checking
+ * nothing but that the headers are there (0 when they are not): to read
+ * which queue a datagram is for before parse_frame() checks it -- there, on
+ * that queue.
+ */
+u32 frame_payload_at(const u8 *frame, u32 head_len);
+
 /* Whether an IPv4 source address (network order) is one no reply may go to. */
 bool martian_source(u32 src_ip, u32 local_ip);
 

@@ -75,6 +75,14 @@ bool decode_header(const u8 *p, u32 len, header *h)
 	return true;
 }
 
+u32 peek_session(const u8 *p, u32 len)
+{
+	if (len < header_size || load_be32(p) != proto_magic || p[4] != proto_version ||
+	    p[5] == op_hello)
+		return 0;
+	return load_be32(p + 10);
+}
+
 void encode_header(u8 *p, const header &h)
 {
 	store_be32(p + 0, h.magic);

@@ -167,6 +167,11 @@ u64 export_id(const u8 *id, u32 len);
 
 /* False when @len is too short for a header.  Byte order is converted. */
 bool decode_header(const u8 *p, u32 len, header *h);
+/*
+ * The session a v2 request (not a HELLO) in @len bytes at @p says it is of,
+ * unchecked, or 0: where to take it, before anything is checked.
+ */
+u32 peek_session(const u8 *p, u32 len);
 void encode_header(u8 *p, const header &h);
 void encode_info(u8 *p, const geometry &g);
 /*

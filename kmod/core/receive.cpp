@@ -268,6 +268,17 @@ netblk_rx_verdict engine::serve_session(rx_counters &c, void *frame, u8 *data, u
 	return queue_one(c, frame, data, len, layout, route, h, now_ns);
 }
 
+u32 engine::queue_of(u32 cpu, const u8 *data, u32 len)
+{
+	u32 at = queues_ > 1 ? frame_payload_at(data, len) : 0;
+	u32 id = at ? peek_session(data + at, len - at) : 0;
+	u32 queue = id ? session_table::queue_of(id, queues_) : queue_;
+
+	if (queue != queue_)
+		add_once(rx_[cpu].steered, 1);
+	return queue;
+}
+
 void engine::rx_sent(u32 cpu, u32 sent, u32 dropped)
 {
 	add_once(rx_[cpu].frames_tx, sent);

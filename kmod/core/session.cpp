@@ -116,9 +116,11 @@ static u64 keyed(const siphash_key &secret, u64 label, u64 a, u64 b, u64 c)
 	return h.final();
 }
 
-int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret)
+int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret, u32 queue,
+			u32 queues)
 {
-	if (capacity == 0)
+	if (capacity == 0 || queues == 0 || queue >= queues ||
+	    (u64)capacity * queues > 0xffffffffull)
 		return -err_inval;
 	sessions_ = new session[capacity]();
 	if (!sessions_)
@@ -126,6 +128,10 @@ int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret)
 	capacity_ = capacity;
 	per_source_ = per_source ? per_source : min(per_source_default, capacity);
 	secret_ = secret;
+	queue_ = queue;
+	queues_ = queues;
+	/* tokens are made from (queue, number): none is another queue's */
+	created_ = (u64)queue << 48;
 	for (u32 i = 0; i < capacity; i++)
 		sessions_[i].window.reset();
 	return 0;
@@ -203,7 +209,7 @@ session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 
 
 		if (s.token && s.peer == peer && s.nonce == nonce) {
 			s.last_used_ns = now_ns;
-			*id = session_id(i);
+			*id = id_of(i);
 			*token = s.token;
 			return open_result::again;
 		}
@@ -228,27 +234,40 @@ session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 
 	__atomic_store_n(&s.peer, peer, __ATOMIC_RELAXED);
 	__atomic_store_n(&s.token, t ? t : 1, __ATOMIC_RELEASE);
 	counters_.opened++;
-	*id = session_id(i);
+	*id = id_of(i);
 	*token = s.token;
 	return open_result::opened;
 }
 
+u32 session_table::index_of(u32 id) const
+{
+	if (id == 0 || queue_of(id, queues_) != queue_)
+		return capacity_;
+	u32 index = (id - 1) / queues_;
+
+	return index < capacity_ ? index : capacity_;
+}
+
 bool session_table::matches(u32 id, u64 token, u32 ip, u16 port) const
 {
-	if (id == 0 || id > capacity_ || token == 0)
+	u32 index = index_of(id);
+
+	if (index == capacity_ || token == 0)
 		return false;
 
-	const session &s = sessions_[id - 1];
+	const session &s = sessions_[index];
 	return __atomic_load_n(&s.token, __ATOMIC_ACQUIRE) == token &&
 	       __atomic_load_n(&s.peer, __ATOMIC_RELAXED) == pack_peer(ip, port);
 }
 
 session *session_table::find(u32 id, u64 token, u32 ip, u16 port)
 {
-	if (id == 0 || id > capacity_ || token == 0)
+	u32 index = index_of(id);
+
+	if (index == capacity_ || token == 0)
 		return nullptr;
 
-	session &s = sessions_[id - 1];
+	session &s = sessions_[index];
 	if (s.token != token || s.peer != pack_peer(ip, port))
 		return nullptr;
 	return &s;

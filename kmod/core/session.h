@@ -112,8 +112,14 @@ public:
 
 	enum class open_result : u8 { opened, again, full };
 
-	/* @per_source: sessions one IPv4 address may hold (0: per_source_default). */
-	int init(u32 capacity, u32 per_source, const siphash_key &secret);
+	/*
+	 * @per_source: sessions one IPv4 address may hold (0:
+	 * per_source_default).  The table of queue @queue of @queues: its
+	 * session ids are those that say so (queue_of()), and its tokens are
+	 * made from numbers no other queue's table uses.
+	 */
+	int init(u32 capacity, u32 per_source, const siphash_key &secret, u32 queue = 0,
+		 u32 queues = 1);
 	void destroy();
 	u32 capacity() const { return capacity_; }
 	u32 per_source() const { return per_source_; }
@@ -144,20 +150,25 @@ public:
 	/* The worker's lookup: the session, or null. */
 	session *find(u32 id, u64 token, u32 ip, u16 port);
 
+	/* The queue whose table session @id (not 0) is in, of @queues. */
+	static u32 queue_of(u32 id, u32 queues) { return (id - 1) % queues; }
+
 private:
+	/* Session ids on the wire: 0 is "none"; id - 1 is index * queues + queue. */
+	u32 id_of(u32 index) const { return index * queues_ + queue_ + 1; }
+	/* The entry of @id, or capacity_ when it is not one of this table's. */
+	u32 index_of(u32 id) const;
 	static u64 pack_peer(u32 ip, u16 port) { return (u64)ip << 16 | port; }
 	u32 pick_entry(u64 peer, u64 now_ns);
 
 	session *sessions_ = nullptr;
 	u32 capacity_ = 0;
 	u32 per_source_ = 0;
+	u32 queue_ = 0, queues_ = 1;
 	u64 created_ = 0;	/* sessions ever opened: every token is made from a new one */
 	siphash_key secret_ = {};
 	session_counters counters_ = {};
 };
-
-/* Session ids on the wire: the entry's index + 1, so that 0 is "none". */
-constexpr u32 session_id(u32 index) { return index + 1; }
 
 } /* namespace nb */
 

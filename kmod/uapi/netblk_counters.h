@@ -116,6 +116,10 @@
 	  "Times the instance's worker went to sleep for want of work.")	\
 	X(FRAMES_RX, frames_rx, 18, rx, count, "netblk_frames_received_total",	\
 	  "Frames steered to the instance.")					\
+	X(STEERED, steered, 73, rx, count, "netblk_steered_total",		\
+	  "Datagrams of a session of another queue that arrived on a CPU "	\
+	  "whose queue is not the session's (the NIC's RSS or RPS moved it): "	\
+	  "handed to its own queue's worker, which serves it as any.")		\
 	X(FRAMES_TX, frames_tx, 19, rx_worker, count, "netblk_frames_sent_total", \
 	  "Frames handed to the NIC.")						\
 	X(BYTES_ZEROCOPY, bytes_zerocopy, 20, worker, bytes,			\
@@ -237,7 +241,7 @@
 	X(EEXIST, eexist, 70, "A number used for another request.")
 
 /* One past the highest NETBLK_S_ attribute: a new counter takes it. */
-#define NETBLK_S_NEXT 73
+#define NETBLK_S_NEXT 74
 
 /* An attached device's counters (nested in NETBLK_A_HOST_STATS, each a u64). */
 #define NETBLK_HOST_STATS(X)							\

@@ -165,6 +165,8 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	config.max_discard_bytes = o.trim ? 1ull << 32 : 0;
 	config.max_write_zeroes_bytes = o.trim ? 1ull << 20 : 0;
 	config.sessions = o.sessions;
+	config.queue = o.queue;
+	config.queues = o.queues;
 	config.export_id = netblk_core_export_id("8a5e0c1e", 8);
 	for (int i = 0; i < NETBLK_KEY_SIZE; i++)
 		config.secret[i] = o.secret ? o.secret[i] : (uint8_t)(0x5a ^ i);
