@@ -33,23 +33,53 @@ struct genl_family netblk_family __ro_after_init = {
 /* ---- messages ---- */
 
 /* The service-time histogram: its buckets with samples, and how to read them. */
-static u32 netblk_read_latency(const struct netblk_latency_source *src, u64 *buckets, u32 n,
-			       u64 *max, u64 *count, u64 *sum)
+/*
+ * Into @buckets (@scratch as large, for an instance's queues after the
+ * first): the counts summed, the largest sample of all.
+ */
+static u32 netblk_read_latency(const struct netblk_latency_source *src, u64 *buckets,
+			       u64 *scratch, u32 n, u64 *max, u64 *count, u64 *sum)
 {
+	u64 q_max, q_count, q_sum;
+	u32 got, q, i;
+
 	if (src->host)
 		return netblk_host_core_read_latency(src->host, buckets, n, max, count, sum);
-	return netblk_core_read_latency(src->core, buckets, n, max, count, sum);
+	got = netblk_core_read_latency(src->cores[0], buckets, n, max, count, sum);
+	for (q = 1; q < src->nr_cores; q++) {
+		netblk_core_read_latency(src->cores[q], scratch, n, &q_max, &q_count, &q_sum);
+		for (i = 0; i < min(n, got); i++)
+			buckets[i] += scratch[i];
+		*max = max(*max, q_max);
+		*count += q_count;
+		*sum += q_sum;
+	}
+	return got;
 }
 
-/* An instance's service time by op: a handful of entries, built on the stack. */
-static int netblk_put_op_service(struct sk_buff *skb, const struct netblk_core *core)
+/* An instance's service time by op, its queues' summed: a handful of entries, on the stack. */
+static int netblk_put_op_service(struct sk_buff *skb, const struct netblk_latency_source *src)
 {
-	struct netblk_op_service ops[NETBLK_OP_CODES];
+	struct netblk_op_service ops[NETBLK_OP_CODES], by_op[NETBLK_OP_CODES] = {};
 	struct netblk_op_service_time *out;
 	struct nlattr *attr;
-	u32 n, i;
+	u32 n = 0, q, i;
 
-	n = min_t(u32, netblk_core_read_op_service(core, ops, ARRAY_SIZE(ops)), ARRAY_SIZE(ops));
+	for (q = 0; q < src->nr_cores; q++) {
+		u32 got = min_t(u32, netblk_core_read_op_service(src->cores[q], ops, ARRAY_SIZE(ops)),
+				ARRAY_SIZE(ops));
+
+		for (i = 0; i < got; i++) {
+			if (ops[i].op >= NETBLK_OP_CODES)
+				continue;
+			by_op[ops[i].op].op = ops[i].op;
+			by_op[ops[i].op].count += ops[i].count;
+			by_op[ops[i].op].sum_ns += ops[i].sum_ns;
+		}
+	}
+	for (i = 0; i < NETBLK_OP_CODES; i++)
+		if (by_op[i].count)
+			ops[n++] = by_op[i];
 	attr = nla_reserve(skb, NETBLK_L_OPS, n * sizeof(*out));
 	if (!attr)
 		return -EMSGSIZE;
@@ -71,11 +101,11 @@ int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *
 	struct nlattr *nest, *attr;
 	int err = -EMSGSIZE;
 
-	n = netblk_read_latency(src, NULL, 0, &max, &count, &sum);
-	buckets = kvmalloc_array(n, sizeof(*buckets), GFP_KERNEL);
+	n = netblk_read_latency(src, NULL, NULL, 0, &max, &count, &sum);
+	buckets = kvmalloc_array(2 * n, sizeof(*buckets), GFP_KERNEL);
 	if (!buckets)
 		return -ENOMEM;
-	netblk_read_latency(src, buckets, n, &max, &count, &sum);
+	n = min(n, netblk_read_latency(src, buckets, buckets + n, n, &max, &count, &sum));
 	for (i = 0; i < n; i++)
 		used += buckets[i] != 0;
 
@@ -88,7 +118,7 @@ int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *
 	    nla_put_u32(skb, NETBLK_L_LINEAR_LIMIT, NETBLK_LATENCY_LINEAR_LIMIT) ||
 	    nla_put_u32(skb, NETBLK_L_SUB_BUCKETS, NETBLK_LATENCY_SUB_BUCKETS))
 		goto cancel;
-	if (src->core && netblk_put_op_service(skb, src->core))
+	if (!src->host && netblk_put_op_service(skb, src))
 		goto cancel;
 	attr = nla_reserve(skb, NETBLK_L_BUCKETS, used * sizeof(*out));
 	if (!attr)

@@ -55,9 +55,13 @@ void netblk_options_get(const struct netblk_option_row *rows, unsigned int n,
 int netblk_options_put(struct sk_buff *skb, const struct netblk_option_row *rows,
 		       unsigned int n, const void *values);
 
-/* An instance's histogram, or an attached device's (the client core's) */
+/*
+ * An instance's histogram -- its queues' cores', summed -- or an attached
+ * device's (the client core's)
+ */
 struct netblk_latency_source {
-	const struct netblk_core *core;
+	const struct netblk_core *const *cores;
+	u32 nr_cores;
 	const struct netblk_host_core *host;
 };
 

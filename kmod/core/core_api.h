@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The C face of the C++ core: what the server's kernel C (kmod/target/)
- * calls.  An instance's core holds everything of it that needs no kernel:
+ * calls.  An instance has a core a queue (a worker's: netblk_core_config's
+ * queue of queues); each holds everything of its queue that needs no kernel:
  * its geometry, its slot table and rings, the logic of the receive path and
  * the worker, its counters and its service-time histogram.  It reaches the
  * kernel only through the ops tables of target_ops.h it is created with.
@@ -27,7 +28,7 @@ extern "C" {
 #define NETBLK_TX_BATCH 64	/* replies handed to the NIC in one transmit */
 
 struct netblk_core;
-struct netblk_instance;		/* the kernel side's; passed back to its ops */
+struct netblk_queue;		/* the kernel side's; passed back to its ops */
 struct netblk_target_disk_ops;	/* target_ops.h */
 struct netblk_target_transport_ops;
 
@@ -124,10 +125,10 @@ struct netblk_core_config {
 	 * sessions, sessions_per_source): those fields are the ones read.
 	 */
 	struct netblk_start_options options;
-	/* what it reaches the kernel by (target_ops.h), and the instance they are called with */
+	/* what it reaches the kernel by (target_ops.h), and the queue they are called with */
 	const struct netblk_target_disk_ops *disk;
 	const struct netblk_target_transport_ops *transport;
-	struct netblk_instance *inst;
+	struct netblk_queue *owner;
 };
 
 /*

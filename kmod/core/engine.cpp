@@ -70,7 +70,7 @@ int engine::init(const netblk_core_config &config)
 	/* a datagram's data must lie in one data page: max_io must divide it */
 	if (config.gather_page && config.gather_page % geo_.max_io == 0)
 		gather_page_ = config.gather_page;
-	inst_ = config.inst;
+	owner_ = config.owner;
 	disk_ = config.disk;
 	transport_ = config.transport;
 	auth_.keyed = config.keyed;
@@ -148,7 +148,7 @@ void engine::drop_queued()
 			u32 next = s.next;
 
 			if (s.frame)
-				transport_->free_frame(inst_, s.frame);
+				transport_->free_frame(owner_, s.frame);
 			add_once(worker_.dropped_on_stop, 1);
 			add_once(worker_.submitted, 1);
 			add_once(worker_.reaped, 1);

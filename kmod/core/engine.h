@@ -250,7 +250,7 @@ private:
 	/* START's knobs (netblk_options.h): a knob the core uses is read here */
 	netblk_start_options options_ = {};
 	/* what it reaches the kernel by (target_ops.h): one indirect call each */
-	netblk_instance *inst_ = nullptr;
+	netblk_queue *owner_ = nullptr;
 	const netblk_target_disk_ops *disk_ = nullptr;
 	const netblk_target_transport_ops *transport_ = nullptr;
 	auth_config auth_ = {};

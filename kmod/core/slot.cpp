@@ -21,7 +21,7 @@ void engine::release_unsent(u32 index)
 	slot &s = slots_[index];
 
 	if (s.frame)
-		transport_->free_frame(inst_, s.frame);
+		transport_->free_frame(owner_, s.frame);
 	release(index);
 }
 
@@ -36,7 +36,7 @@ void engine::release(u32 index)
 	}
 	if (s.lent) {
 		s.lent = false;
-		transport_->reply_done(inst_, index);
+		transport_->reply_done(owner_, index);
 	}
 	add_once(worker_.replied, 1);
 	give_back(index);
@@ -67,7 +67,7 @@ void engine::let_go_frame(slot &s)
 {
 	if (!s.frame)
 		return;
-	transport_->free_frame(inst_, s.frame);
+	transport_->free_frame(owner_, s.frame);
 	s.frame = nullptr;
 	add_once(worker_.frames_released, 1);
 }

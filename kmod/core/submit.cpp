@@ -15,7 +15,7 @@ void engine::copy_payload(const slot &s, u8 *to)
 	frame_bytes bytes = { s.payload, s.head_payload, frags, 0, 0 };
 
 	if (s.frags)
-		bytes.nr_frags = transport_->frame_frags(inst_, s.frame, (netblk_piece *)frags,
+		bytes.nr_frags = transport_->frame_frags(owner_, s.frame, (netblk_piece *)frags,
 							 NETBLK_FRAGS_MAX);
 	copy_from_frame(to, bytes, 0, s.request.length);
 }
@@ -32,7 +32,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 		 * (misaligned for it, or in several buffers): the cases the
 		 * CPU copies, counted.
 		 */
-		u8 *buffer = transport_->slot_buffer(inst_, index);
+		u8 *buffer = transport_->slot_buffer(owner_, index);
 
 		if (!buffer) {
 			add_once(worker_.no_buffer, 1);
@@ -49,7 +49,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
 			s.payload = data;
 		}
 	}
-	return disk_->submit_io(inst_, index, NETBLK_IO_WRITE, s.request.offset, data, len,
+	return disk_->submit_io(owner_, index, NETBLK_IO_WRITE, s.request.offset, data, len,
 				     s.request.flags & flag_fua, may_block);
 }
 
@@ -59,7 +59,7 @@ int engine::start_write(u32 index, slot &s, bool may_block)
  */
 int engine::start_read(u32 index, slot &s, bool may_block)
 {
-	s.reply_at = transport_->slot_buffer(inst_, index);
+	s.reply_at = transport_->slot_buffer(owner_, index);
 	if (!s.reply_at) {
 		add_once(worker_.no_buffer, 1);
 		answer_now(index, status_eagain);
@@ -70,7 +70,7 @@ int engine::start_read(u32 index, slot &s, bool may_block)
 		answer_now(index, status_ok);
 		return 0;
 	}
-	return disk_->submit_io(inst_, index, NETBLK_IO_READ, s.request.offset,
+	return disk_->submit_io(owner_, index, NETBLK_IO_READ, s.request.offset,
 				     s.reply_at + reply_headroom_, s.request.length, 0, may_block);
 }
 
@@ -98,7 +98,7 @@ int engine::start_gathered_read(u32 index, slot &s, bool may_block)
 	u32 count = slots_of(s), at = index;
 
 	for (u32 p = 0; p < nr; p++, at = slots_[at].next) {
-		pages[p] = transport_->data_page(inst_, at);
+		pages[p] = transport_->data_page(owner_, at);
 		if (!pages[p]) {
 			add_once(worker_.no_buffer, 1);
 			answer_now(index, status_eagain);
@@ -110,7 +110,7 @@ int engine::start_gathered_read(u32 index, slot &s, bool may_block)
 		slots_[at].payload = pages[i / per_page] + (i % per_page) * geo_.max_io;
 		slots_[at].scattered = true;
 	}
-	return disk_->submit_read_pages(inst_, index, s.request.offset, pages, nr,
+	return disk_->submit_read_pages(owner_, index, s.request.offset, pages, nr,
 					     s.read_len, may_block);
 }
 
@@ -128,12 +128,12 @@ int engine::start_op(u32 index, slot &s, bool may_block)
 		return start_write(index, s, may_block);
 	case op_trim:
 	case op_write_zeroes:
-		return disk_->submit_io(inst_, index,
+		return disk_->submit_io(owner_, index,
 					     s.request.op == op_trim ? NETBLK_IO_DISCARD :
 								       NETBLK_IO_WRITE_ZEROES,
 					     s.request.offset, nullptr, s.request.length, 0, may_block);
 	default: /* op_flush */
-		return disk_->submit_io(inst_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
+		return disk_->submit_io(owner_, index, NETBLK_IO_FLUSH, 0, nullptr, 0, 0,
 					     may_block);
 	}
 }

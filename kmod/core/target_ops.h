@@ -7,8 +7,9 @@
  * bios and the transport the XDP one (target/handoff.c receives, xmit.c
  * sends); in the unit tests both are fakes (tests/unit/fake_target.cpp).
  *
- * Each is called with the instance the config named, and costs one
- * indirect call per I/O, buffer or transmit batch -- none per byte.
+ * Each is called with the queue the config named (an instance's worker,
+ * with its slots' bios and buffers), and costs one indirect call per I/O,
+ * buffer or transmit batch -- none per byte.
  */
 #ifndef NETBLK_TARGET_OPS_H
 #define NETBLK_TARGET_OPS_H
@@ -24,6 +25,7 @@ extern "C" {
 #endif
 
 struct netblk_instance;
+struct netblk_queue;
 struct netblk_piece;		/* core_api.h */
 struct netlink_ext_ack;
 
@@ -41,7 +43,7 @@ struct netblk_target_disk_ops {
 	 * netblk_core_complete(), possibly before this returns.  A non-zero
 	 * return means it was not started and no completion will come.
 	 */
-	int (*submit_io)(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
+	int (*submit_io)(struct netblk_queue *q, uint32_t slot, enum netblk_io_op op,
 			 uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block);
 	/*
 	 * Start slot @slot's READ of @len bytes at @offset into the @nr pages
@@ -50,7 +52,7 @@ struct netblk_target_disk_ops {
 	 * last: one disk I/O for a READ answered in several datagrams (a
 	 * gathered READ).  As submit_io otherwise.
 	 */
-	int (*submit_read_pages)(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
+	int (*submit_read_pages)(struct netblk_queue *q, uint32_t slot, uint64_t offset,
 				 uint8_t *const *pages, uint32_t nr, uint32_t len, int may_block);
 };
 
@@ -79,23 +81,23 @@ struct netblk_target_transport_ops {
 	 * max_io bytes of data after it, the disk may DMA into at the
 	 * headroom; NULL when none can be had now.
 	 */
-	uint8_t *(*slot_buffer)(struct netblk_instance *inst, uint32_t slot);
+	uint8_t *(*slot_buffer)(struct netblk_queue *q, uint32_t slot);
 	/*
 	 * The first byte of slot @slot's data page, which a gathered READ
 	 * reads into and its datagrams send their data from as a second
 	 * buffer of their frames: gather_page bytes no frame still in the NIC
 	 * holds, or NULL when none can be had now.
 	 */
-	uint8_t *(*data_page)(struct netblk_instance *inst, uint32_t slot);
+	uint8_t *(*data_page)(struct netblk_queue *q, uint32_t slot);
 	/*
 	 * A buffer for a reply of headers alone (EAGAIN) when the slot's own
 	 * buffer cannot be had: the first byte of a frame with room for its
 	 * headers, lent to the slot until reply_done, or NULL when none is
 	 * free either.
 	 */
-	uint8_t *(*reply_buffer)(struct netblk_instance *inst, uint32_t slot);
+	uint8_t *(*reply_buffer)(struct netblk_queue *q, uint32_t slot);
 	/* The reply in the slot's lent buffer went to the NIC, or was dropped. */
-	void (*reply_done)(struct netblk_instance *inst, uint32_t slot);
+	void (*reply_done)(struct netblk_queue *q, uint32_t slot);
 	/*
 	 * Hand @n replies to the NIC in one transmit with one flush.  Returns
 	 * how many it took -- always the first ones; received frames it did
@@ -104,20 +106,20 @@ struct netblk_target_transport_ops {
 	 * (a negative errno) when it failed the transmit, 0 when it merely
 	 * had no room.
 	 */
-	uint32_t (*transmit)(struct netblk_instance *inst, const struct netblk_tx *tx,
+	uint32_t (*transmit)(struct netblk_queue *q, const struct netblk_tx *tx,
 			     uint32_t n, int *error);
 	/*
 	 * The buffers after the first of a received multi-buffer frame, at
 	 * most @max of them into @frags: how many there are.
 	 */
-	uint32_t (*frame_frags)(struct netblk_instance *inst, void *frame,
+	uint32_t (*frame_frags)(struct netblk_queue *q, void *frame,
 				struct netblk_piece *frags, uint32_t max);
 	/* Release a received frame the core no longer needs.  Any context. */
-	void (*free_frame)(struct netblk_instance *inst, void *frame);
+	void (*free_frame)(struct netblk_queue *q, void *frame);
 
 	/*
 	 * The instance's, not the core's (target/instance.c; the unit tests'
-	 * fake has none).  init: its buffers, once the core exists; exit
+	 * fake has none).  init: its queues' buffers, once the cores exist; exit
 	 * undoes it, whatever init left.  open: frames arrive from here on,
 	 * the last step of a start; close: none arrives once it returns, the
 	 * first step of a stop.  Process context, under netblk_lock.

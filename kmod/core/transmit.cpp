@@ -43,7 +43,7 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	if (s.frags) {
 		let_go_frame(s);
 		if (!s.reply_at)
-			s.reply_at = transport_->slot_buffer(inst_, index);
+			s.reply_at = transport_->slot_buffer(owner_, index);
 	}
 	/*
 	 * A gathered READ's datagrams: the headers in the slot's own buffer,
@@ -51,11 +51,11 @@ bool engine::finish_io(u32 index, u64 now_ns)
 	 */
 	if (s.request.op == op_read && !s.reply_at) {
 		s.scattered = s.scattered && s.status == status_ok;
-		s.reply_at = transport_->slot_buffer(inst_, index);
+		s.reply_at = transport_->slot_buffer(owner_, index);
 	}
 	if (!s.reply_at) {
 		/* no buffer of the slot's own could be had: EAGAIN, headers alone */
-		s.reply_at = transport_->reply_buffer(inst_, index);
+		s.reply_at = transport_->reply_buffer(owner_, index);
 		if (!s.reply_at) {
 			drop_reply(index);
 			return false;
@@ -161,7 +161,7 @@ void engine::tx_rearm()
 void engine::transmit(netblk_tx *batch, u32 n, u64 now_ns)
 {
 	int error = 0;
-	u32 sent = transport_->transmit(inst_, batch, n, &error);
+	u32 sent = transport_->transmit(owner_, batch, n, &error);
 
 	add_once(worker_.tx_batches, 1);
 	add_once(worker_.frames_tx, sent);

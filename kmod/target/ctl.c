@@ -42,7 +42,7 @@ static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *i
 
 	/* every counter but the padding attribute has its row */
 	BUILD_BUG_ON(ARRAY_SIZE(netblk_stat_fields) != NETBLK_S_MAX - 1);
-	netblk_core_read_stats(inst->core, &s);
+	netblk_instance_read_stats(inst, &s);
 	nest = nla_nest_start(skb, NETBLK_A_STATS);
 	if (!nest)
 		return -EMSGSIZE;
@@ -107,8 +107,9 @@ int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 	    nla_put_in_addr(skb, NETBLK_A_ADDR, inst->addr) ||
 	    nla_put_u64_64bit(skb, NETBLK_A_SIZE, inst->size_bytes, NETBLK_A_PAD) ||
 	    nla_put_u32(skb, NETBLK_A_SECTOR_SIZE, inst->sector_size) ||
-	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->core)) ||
-	    nla_put_u32(skb, NETBLK_A_SLOTS, netblk_core_slots(inst->core)) ||
+	    nla_put_u32(skb, NETBLK_A_MAX_IO, netblk_core_max_io(inst->queues[0].core)) ||
+	    nla_put_u32(skb, NETBLK_A_SLOTS,
+			netblk_core_slots(inst->queues[0].core) * inst->nr_queues) ||
 	    nla_put_u32(skb, NETBLK_A_AUTH, inst->auth) ||
 	    (inst->handoff && nla_put_u32(skb, NETBLK_A_HANDOFF_IFINDEX, inst->handoff->ifindex)) ||
 	    nla_put_u32(skb, NETBLK_A_STATE, inst->state) ||
@@ -128,8 +129,12 @@ int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
 		return -EMSGSIZE;
 	if (what & NETBLK_PUT_LATENCY) {
-		struct netblk_latency_source src = { .core = inst->core };
+		const struct netblk_core *cores[NETBLK_QUEUES_MAX];
+		struct netblk_latency_source src = { .cores = cores, .nr_cores = inst->nr_queues };
+		u32 i;
 
+		for (i = 0; i < inst->nr_queues; i++)
+			cores[i] = inst->queues[i].core;
 		if (netblk_put_latency(skb, &src))
 			return -EMSGSIZE;
 	}
@@ -249,9 +254,10 @@ int netblk_cmd_start(struct sk_buff *skb, struct genl_info *info)
 		netblk_target_notify_failed(params, err, info->extack ? info->extack->_msg : NULL);
 		goto out;
 	}
-	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, worker on cpu %u\n",
+	pr_info("serving %s on %s %pI4:%u, %u bytes a datagram, %u worker%s from cpu %u\n",
 		inst->device, inst->addr_dev->name, &inst->addr, inst->port,
-		netblk_core_max_io(inst->core), inst->opt.cpu);
+		netblk_core_max_io(inst->queues[0].core), inst->nr_queues,
+		inst->nr_queues == 1 ? "" : "s", inst->opt.cpu);
 	/* first: STARTED must not carry the reopens it forgets (XDP_DROPPED) */
 	netblk_monitor_started(inst);	/* the reaper looks at it once a second */
 	netblk_target_notify(inst, NETBLK_EVENT_STARTED, 0, 0, NULL);

@@ -14,24 +14,35 @@
 struct netblk_io {
 	struct bio bio;
 	struct bio_vec bvecs[NETBLK_GATHER_PAGES_MAX];
-	struct netblk_instance *inst;
+	struct netblk_queue *q;
 	u64 offset;
 	u32 slot;
 };
 
+static int netblk_disk_init_queue(struct netblk_queue *q)
+{
+	u32 slots = netblk_core_slots(q->core), i;
+
+	q->ios = kvcalloc(slots, sizeof(*q->ios), GFP_KERNEL);
+	q->polling = bitmap_zalloc(slots, GFP_KERNEL);
+	if (!q->ios || !q->polling)
+		return -ENOMEM;
+	for (i = 0; i < slots; i++) {
+		q->ios[i].q = q;
+		q->ios[i].slot = i;
+	}
+	return 0;
+}
+
 int netblk_disk_init(struct netblk_instance *inst)
 {
-	u32 slots = netblk_core_slots(inst->core), i;
+	struct netblk_queue *q;
 
-	inst->ios = kvcalloc(slots, sizeof(*inst->ios), GFP_KERNEL);
-	inst->polling = bitmap_zalloc(slots, GFP_KERNEL);
-	if (!inst->ios || !inst->polling) {
-		netblk_disk_exit(inst);
-		return -ENOMEM;
-	}
-	for (i = 0; i < slots; i++) {
-		inst->ios[i].inst = inst;
-		inst->ios[i].slot = i;
+	netblk_for_each_queue(q, inst) {
+		if (netblk_disk_init_queue(q)) {
+			netblk_disk_exit(inst);
+			return -ENOMEM;
+		}
 	}
 	/*
 	 * Without REQ_NOWAIT a full queue puts the worker to sleep in
@@ -51,10 +62,14 @@ int netblk_disk_init(struct netblk_instance *inst)
 
 void netblk_disk_exit(struct netblk_instance *inst)
 {
-	bitmap_free(inst->polling);
-	inst->polling = NULL;
-	kvfree(inst->ios);
-	inst->ios = NULL;
+	struct netblk_queue *q;
+
+	netblk_for_each_queue(q, inst) {
+		bitmap_free(q->polling);
+		q->polling = NULL;
+		kvfree(q->ios);
+		q->ios = NULL;
+	}
 }
 
 /* The reply's status: a Linux errno value, positive, as the wire carries it. */
@@ -76,19 +91,20 @@ static u16 netblk_io_status(blk_status_t status)
 static void netblk_io_end(struct bio *bio)
 {
 	struct netblk_io *io = bio->bi_private;
-	struct netblk_instance *inst = io->inst;
+	struct netblk_queue *q = io->q;
+	struct netblk_instance *inst = q->inst;
 	u16 status = netblk_io_status(bio->bi_status);
 
 	rcu_read_lock();
-	clear_bit(io->slot, inst->polling);
+	clear_bit(io->slot, q->polling);
 	bio_uninit(bio);
 	if (status && status != NETBLK_IO_AGAIN) {
 		/* announced by the reaper, which the worker kicks */
 		WRITE_ONCE(inst->io_error_offset, io->offset);
 		set_bit(NETBLK_IO_ERROR_PENDING, &inst->flags);
 	}
-	netblk_core_complete(inst->core, io->slot, status);
-	netblk_worker_kick(inst);
+	netblk_core_complete(q->core, io->slot, status);
+	netblk_worker_kick(q);
 	rcu_read_unlock();
 }
 
@@ -106,9 +122,11 @@ static bool netblk_pollable(struct netblk_instance *inst, blk_opf_t opf)
 }
 
 /* @opf as the instance submits it: without waiting for a full queue, polled. */
-static blk_opf_t netblk_io_flags(struct netblk_instance *inst, u32 slot, blk_opf_t opf,
+static blk_opf_t netblk_io_flags(struct netblk_queue *q, u32 slot, blk_opf_t opf,
 				 int may_block)
 {
+	struct netblk_instance *inst = q->inst;
+
 	/*
 	 * The core asks for a blocking submission of an I/O the disk keeps
 	 * answering "again" without one (one it has to split, say).
@@ -117,7 +135,7 @@ static blk_opf_t netblk_io_flags(struct netblk_instance *inst, u32 slot, blk_opf
 		opf |= REQ_NOWAIT;
 	if (netblk_pollable(inst, opf)) {
 		opf |= REQ_POLLED;
-		set_bit(slot, inst->polling);
+		set_bit(slot, q->polling);
 	}
 	return opf;
 }
@@ -130,10 +148,10 @@ static void netblk_io_submit(struct netblk_io *io, u64 offset)
 	submit_bio(&io->bio);
 }
 
-static int netblk_disk_submit_io(struct netblk_instance *inst, u32 slot, enum netblk_io_op op,
+static int netblk_disk_submit_io(struct netblk_queue *q, u32 slot, enum netblk_io_op op,
 				 u64 offset, u8 *data, u32 len, int fua, int may_block)
 {
-	struct netblk_io *io = &inst->ios[slot];
+	struct netblk_io *io = &q->ios[slot];
 	struct bio *bio = &io->bio;
 	blk_opf_t opf;
 
@@ -157,8 +175,8 @@ static int netblk_disk_submit_io(struct netblk_instance *inst, u32 slot, enum ne
 	default:
 		return -EINVAL;
 	}
-	opf = netblk_io_flags(inst, slot, opf, may_block);
-	bio_init(bio, inst->disk.bdev, io->bvecs, 1, opf);
+	opf = netblk_io_flags(q, slot, opf, may_block);
+	bio_init(bio, q->inst->disk.bdev, io->bvecs, 1, opf);
 	if (data) {
 		bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
 		/*
@@ -181,17 +199,17 @@ static int netblk_disk_submit_io(struct netblk_instance *inst, u32 slot, enum ne
  * it is (no bvec starts or ends inside a virtual boundary), split only
  * by the queue's size limits.
  */
-static int netblk_disk_submit_read_pages(struct netblk_instance *inst, u32 slot, u64 offset,
+static int netblk_disk_submit_read_pages(struct netblk_queue *q, u32 slot, u64 offset,
 					 u8 *const *pages, u32 nr, u32 len, int may_block)
 {
-	struct netblk_io *io = &inst->ios[slot];
+	struct netblk_io *io = &q->ios[slot];
 	struct bio *bio = &io->bio;
 	u32 i;
 
 	if (nr > NETBLK_GATHER_PAGES_MAX)
 		return -EINVAL;
-	bio_init(bio, inst->disk.bdev, io->bvecs, nr,
-		 netblk_io_flags(inst, slot, REQ_OP_READ, may_block));
+	bio_init(bio, q->inst->disk.bdev, io->bvecs, nr,
+		 netblk_io_flags(q, slot, REQ_OP_READ, may_block));
 	bio->bi_iter.bi_sector = offset >> SECTOR_SHIFT;
 	for (i = 0; i < nr; i++) {
 		u32 piece = min_t(u32, len, PAGE_SIZE);
@@ -216,10 +234,10 @@ const struct netblk_target_disk_ops netblk_disk_ops = {
  * its cookie still names a queue, and its memory stays the instance's.  Only
  * the worker submits, so none is reused under us.
  */
-void netblk_disk_poll(struct netblk_instance *inst)
+void netblk_disk_poll(struct netblk_queue *q)
 {
-	u32 slot, slots = netblk_core_slots(inst->core);
+	u32 slot, slots = netblk_core_slots(q->core);
 
-	for_each_set_bit(slot, inst->polling, slots)
-		bio_poll(&inst->ios[slot].bio, NULL, 0);
+	for_each_set_bit(slot, q->polling, slots)
+		bio_poll(&q->ios[slot].bio, NULL, 0);
 }

@@ -7,6 +7,12 @@
  * softirq: ndo_xdp_xmit is where a request enters the instance, and the
  * frame is kept, not copied.  This is veth's and cpumap's contract: the
  * device owns the frames it accepts.
+ *
+ * An instance of several queues takes each frame to the queue of the
+ * session it names (netblk_core_queue_of), whatever CPU it arrived on, and
+ * anything else -- a HELLO opening a session -- to the queue of that CPU:
+ * so a session is served by one worker for its life, and the NIC's RSS
+ * spreads sessions over the queues as it spreads their flows over CPUs.
  */
 #include "target.h"
 #include "compat.h"
@@ -26,9 +32,10 @@ struct netblk_handoff {
  * only the headers it wrote.  NULL when no page can be had, or the NIC has
  * gone (its rxq with it: netblk_nic_detach).
  */
-static struct xdp_frame *netblk_reply_alone(struct netblk_instance *inst,
-					    struct xdp_frame *frame, u32 len)
+static struct xdp_frame *netblk_reply_alone(struct netblk_queue *q, struct xdp_frame *frame,
+					    u32 len)
 {
+	struct netblk_instance *inst = q->inst;
 	struct page *page = alloc_page(GFP_ATOMIC | __GFP_NOWARN);
 	struct xdp_frame *reply = NULL;
 	u8 *data;
@@ -39,7 +46,7 @@ static struct xdp_frame *netblk_reply_alone(struct netblk_instance *inst,
 	memcpy(data, frame->data, len);
 	rcu_read_lock();
 	if (!netblk_nic_gone(inst))
-		reply = netblk_buffer_frame(inst, data, len);
+		reply = netblk_buffer_frame(q, data, len);
 	rcu_read_unlock();
 	put_page(page);		/* the reply's reference is the one left, if any */
 	return reply;
@@ -52,17 +59,38 @@ static struct xdp_frame *netblk_reply_alone(struct netblk_instance *inst,
  * Refusals go out from the NIC's own softirq: what it does not take is
  * freed, and counted -- all of them once the NIC has gone.
  */
-static void netblk_handoff_reply(struct netblk_instance *inst, u32 cpu,
-				 struct xdp_frame **replies, u32 n)
+static void netblk_handoff_reply(struct netblk_queue *q, u32 cpu, struct xdp_frame **replies,
+				 u32 n)
 {
-	int sent = netblk_nic_xmit(inst, replies, n);
+	int sent = netblk_nic_xmit(q->inst, replies, n);
 	u32 i;
 
 	if (sent < 0)
 		sent = 0;
 	for (i = sent; i < n; i++)
 		xdp_return_frame(replies[i]);
-	netblk_core_rx_sent(inst->core, cpu, sent, n - sent);
+	netblk_core_rx_sent(q->core, cpu, sent, n - sent);
+}
+
+/* The queue a frame that arrived on @local's CPU is for. */
+static struct netblk_queue *netblk_handoff_queue(struct netblk_queue *local, u32 cpu,
+						 const struct xdp_frame *frame)
+{
+	struct netblk_instance *inst = local->inst;
+
+	if (inst->nr_queues == 1)
+		return local;
+	return &inst->queues[netblk_core_queue_of(local->core, cpu, frame->data, frame->len)];
+}
+
+/* Wake the workers of the queues in @queued (a bit each). */
+static void netblk_handoff_kick(struct netblk_instance *inst, u64 queued)
+{
+	u32 i;
+
+	for (i = 0; queued; i++, queued >>= 1)
+		if (queued & 1)
+			netblk_worker_kick(&inst->queues[i]);
 }
 
 static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
@@ -71,9 +99,11 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 	struct netblk_instance *inst = ((struct netblk_handoff *)netdev_priv(dev))->inst;
 	struct xdp_frame *replies[NETBLK_RX_REPLY_BULK];
 	u32 cpu = smp_processor_id(), nr_replies = 0;
-	u64 now = ktime_get_ns();
-	bool queued = false;
+	struct netblk_queue *local = &inst->queues[inst->cpu_queue[cpu]];
+	u64 now = ktime_get_ns(), queued = 0;
 	int i;
+
+	BUILD_BUG_ON(NETBLK_QUEUES_MAX > 64);	/* a bit each in queued */
 
 	if (unlikely(flags & ~XDP_XMIT_FLAGS_MASK))
 		return -EINVAL;
@@ -82,50 +112,51 @@ static int netblk_handoff_xdp_xmit(struct net_device *dev, int n,
 		struct netblk_piece frags[NETBLK_FRAGS_MAX];
 		struct xdp_frame *frame = frames[i];
 		u32 len = frame->len, nr_frags = 0;
+		struct netblk_queue *q;
 
 		/* a jumbo datagram in several buffers (xdp.frags) */
 		if (unlikely(xdp_frame_has_frags(frame))) {
-			nr_frags = netblk_xdp_frame_frags(inst, frame, frags, NETBLK_FRAGS_MAX);
+			nr_frags = netblk_xdp_frame_frags(local, frame, frags, NETBLK_FRAGS_MAX);
 			if (nr_frags > NETBLK_FRAGS_MAX) {
-				netblk_core_rx_drop(inst->core, cpu, NETBLK_DROP_MULTIBUFFER);
+				netblk_core_rx_drop(local->core, cpu, NETBLK_DROP_MULTIBUFFER);
 				xdp_return_frame(frame);
 				continue;
 			}
 		}
-		switch (netblk_core_receive(inst->core, cpu, frame, frame->data, &len,
+		q = netblk_handoff_queue(local, cpu, frame);
+		switch (netblk_core_receive(q->core, cpu, frame, frame->data, &len,
 					    frags, nr_frags, now)) {
 		case NETBLK_RX_KEPT:
-			queued = true;
+			queued |= BIT_ULL(q->index);
 			break;
 		case NETBLK_RX_FREE:
 			/* dropped, or a READ/INFO whose slots hold all it said */
-			queued = true;
+			queued |= BIT_ULL(q->index);
 			xdp_return_frame(frame);
 			break;
 		case NETBLK_RX_REPLY:
 			frame->len = len;
 			if (unlikely(nr_frags)) {
-				struct xdp_frame *alone = netblk_reply_alone(inst, frame, len);
+				struct xdp_frame *alone = netblk_reply_alone(q, frame, len);
 
 				xdp_return_frame(frame);
 				if (!alone) {
-					netblk_core_rx_sent(inst->core, cpu, 0, 1);
+					netblk_core_rx_sent(q->core, cpu, 0, 1);
 					break;
 				}
 				frame = alone;
 			}
 			replies[nr_replies++] = frame;
 			if (nr_replies == NETBLK_RX_REPLY_BULK) {
-				netblk_handoff_reply(inst, cpu, replies, nr_replies);
+				netblk_handoff_reply(local, cpu, replies, nr_replies);
 				nr_replies = 0;
 			}
 			break;
 		}
 	}
 	if (nr_replies)
-		netblk_handoff_reply(inst, cpu, replies, nr_replies);
-	if (queued)
-		netblk_worker_kick(inst);
+		netblk_handoff_reply(local, cpu, replies, nr_replies);
+	netblk_handoff_kick(inst, queued);
 	/* Every frame is ours now: kept, freed or sent. */
 	return n;
 }

@@ -139,6 +139,7 @@ void netblk_instance_wait_nic(struct netblk_instance *inst, const char *why)
  */
 void netblk_instance_resume(struct netblk_instance *inst)
 {
+	struct netblk_queue *q;
 	char msg[64];
 
 	lockdep_assert_held(&netblk_lock);
@@ -146,12 +147,14 @@ void netblk_instance_resume(struct netblk_instance *inst)
 		return;
 	snprintf(msg, sizeof(msg), "%s is back after %llu ms", inst->nic->name,
 		 netblk_instance_waiting_ms(inst));
-	WRITE_ONCE(inst->tx_rearm, true);
+	netblk_for_each_queue(q, inst)
+		WRITE_ONCE(q->tx_rearm, true);
 	inst->state = NETBLK_STATE_SERVING;
 	inst->waiting_for[0] = '\0';
 	pr_info("port %u serves again: %s\n", inst->port, msg);
 	netblk_target_notify(inst, NETBLK_EVENT_RESUMED, 0, 0, msg);
-	netblk_worker_kick(inst);
+	netblk_for_each_queue(q, inst)
+		netblk_worker_kick(q);
 }
 
 /* ---- the UDP port ---- */
@@ -314,10 +317,16 @@ static u64 netblk_export_id(struct block_device *bdev)
 	return netblk_core_export_id(&number, sizeof(number));
 }
 
-static int netblk_create_core(struct netblk_instance *inst, const struct netblk_start_params *p,
-			      struct netlink_ext_ack *extack)
+/*
+ * A core for each queue.  sessions= is shared out among them, and
+ * per-source= holds in each: a session is one queue's for its life.
+ */
+static int netblk_create_cores(struct netblk_instance *inst, const struct netblk_start_params *p,
+			       struct netlink_ext_ack *extack)
 {
 	struct block_device *bdev = inst->disk.bdev;
+	u32 sessions = DIV_ROUND_UP(inst->opt.sessions, inst->nr_queues);
+	struct netblk_queue *q;
 	struct netblk_core_config config = {
 		.size_bytes = inst->size_bytes,
 		.sector_size = inst->sector_size,
@@ -340,17 +349,17 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 		.discard_granularity = bdev_discard_granularity(bdev),
 		.max_discard_bytes = (u64)bdev_max_discard_sectors(bdev) << SECTOR_SHIFT,
 		.max_write_zeroes_bytes = (u64)bdev_write_zeroes_sectors(bdev) << SECTOR_SHIFT,
-		.sessions = inst->opt.sessions,
-		.sessions_per_source = inst->opt.per_source,
+		.queues = inst->nr_queues,
+		.sessions = sessions,
+		.sessions_per_source = inst->opt.per_source ? min(inst->opt.per_source, sessions) : 0,
 		.options = inst->opt,
 		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
 		.auth_data = p->auth == NETBLK_AUTH_FULL,
 		.disk = &netblk_disk_ops,
 		.transport = inst->transport,
-		.inst = inst,
 	};
-	int err;
+	int err = 0;
 
 	BUILD_BUG_ON(NETBLK_KEY_SIZE != NETBLK_KEY_BYTES);
 	/* a new secret each start: no cookie or session of before is good */
@@ -365,7 +374,13 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 				   inst->opt.mtu);
 		return -EMSGSIZE;
 	}
-	err = netblk_core_create(&config, &inst->core);
+	netblk_for_each_queue(q, inst) {
+		config.queue = q->index;
+		config.owner = q;
+		err = netblk_core_create(&config, &q->core);
+		if (err)
+			break;
+	}
 	memzero_explicit(config.key, sizeof(config.key));
 	memzero_explicit(config.secret, sizeof(config.secret));
 	if (err)
@@ -373,46 +388,132 @@ static int netblk_create_core(struct netblk_instance *inst, const struct netblk_
 	return err;
 }
 
-/* ---- the worker's CPU ---- */
+/* ---- the queues and their CPUs ---- */
 
-/*
- * Instances take the CPUs the NIC can transmit XDP frames from, the highest
- * first, the least used first: cpu= must be one of them.
- */
-static int netblk_pick_cpu(struct netblk_instance *inst, const struct netblk_start_params *p,
-			   struct netlink_ext_ack *extack)
+static int netblk_alloc_queues(struct netblk_instance *inst, u32 n)
+{
+	u32 i;
+
+	inst->queues = kcalloc(n, sizeof(*inst->queues), GFP_KERNEL);
+	inst->cpu_queue = kcalloc(nr_cpu_ids, sizeof(*inst->cpu_queue), GFP_KERNEL);
+	if (!inst->queues || !inst->cpu_queue)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		inst->queues[i].inst = inst;
+		inst->queues[i].index = i;
+		init_completion(&inst->queues[i].drained);
+	}
+	inst->nr_queues = n;
+	inst->opt.queues = n;
+	return 0;
+}
+
+/* Workers of all instances on @cpu. */
+static u32 netblk_cpu_users(u32 cpu)
+{
+	struct netblk_instance *other;
+	struct netblk_queue *q;
+	u32 users = 0;
+
+	list_for_each_entry(other, &netblk_instances, node)
+		netblk_for_each_queue(q, other)
+			users += q->cpu == cpu;
+	return users;
+}
+
+/* Of @mask, the CPU fewest workers are on, the highest first; taken off @mask. */
+static u32 netblk_take_cpu(struct cpumask *mask)
 {
 	unsigned int cpu, best = nr_cpu_ids, best_users = UINT_MAX;
-	struct netblk_instance *other;
-	cpumask_var_t mask;
 
-	if (netblk_start_given(p, CPU)) {
-		inst->opt.cpu = p->opt.cpu;
-		return netblk_nic_check_cpu(inst, p->opt.cpu, extack);
-	}
-	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
-		return -ENOMEM;
-	netblk_nic_xmit_cpus(inst, mask);
 	for (cpu = nr_cpu_ids; cpu-- > 0;) {
-		unsigned int users = 0;
+		u32 users;
 
 		if (!cpumask_test_cpu(cpu, mask))
 			continue;
-		list_for_each_entry(other, &netblk_instances, node)
-			users += other->opt.cpu == cpu;
+		users = netblk_cpu_users(cpu);
 		if (users < best_users) {
 			best = cpu;
 			best_users = users;
 		}
 	}
-	free_cpumask_var(mask);
-	if (best >= nr_cpu_ids) {
+	if (best < nr_cpu_ids)
+		cpumask_clear_cpu(best, mask);
+	return best;
+}
+
+/*
+ * How many queues: queues=, or as many as the NIC has RX queues (its RSS
+ * spreads flows over that many CPUs), at most the CPUs it can transmit XDP
+ * frames from -- each queue's worker on one of those of its own.
+ */
+static int netblk_count_queues(struct netblk_instance *inst, const struct netblk_start_params *p,
+			       const struct cpumask *mask, struct netlink_ext_ack *extack)
+{
+	u32 cpus = cpumask_weight(mask);
+	u32 rx = max(READ_ONCE(inst->nic->real_num_rx_queues), 1u);
+
+	if (!cpus) {
 		NL_SET_ERR_MSG_FMT(extack, "%s (%s) has no XDP transmit queue on any online CPU",
 				   inst->nic->name, inst->driver);
 		return -ENXIO;
 	}
-	inst->opt.cpu = best;
-	return 0;
+	if (!netblk_start_given(p, QUEUES) || !p->opt.queues)
+		return min3(cpus, rx, (u32)NETBLK_QUEUES_MAX);
+	if (p->opt.queues > cpus) {
+		/* a worker a CPU (netlink cuts a message at 80 bytes) */
+		NL_SET_ERR_MSG_FMT(extack, "queues=%u: %s sends XDP from %u CPUs (%*pbl): at most queues=%u",
+				   p->opt.queues, inst->nic->name, cpus, cpumask_pr_args(mask), cpus);
+		return -EINVAL;
+	}
+	return p->opt.queues;
+}
+
+/*
+ * Each queue's worker on a CPU of its own the NIC can transmit XDP frames
+ * from, the least used first (cpu= is the first queue's); each CPU's
+ * arrivals not of a session go to the queue on it, or one by its number.
+ */
+static int netblk_pick_cpus(struct netblk_instance *inst, const struct netblk_start_params *p,
+			    struct netlink_ext_ack *extack)
+{
+	struct netblk_queue *q;
+	cpumask_var_t mask;
+	int n, err;
+	u32 cpu;
+
+	if (!zalloc_cpumask_var(&mask, GFP_KERNEL))
+		return -ENOMEM;
+	netblk_nic_xmit_cpus(inst, mask);
+	n = netblk_count_queues(inst, p, mask, extack);
+	err = n < 0 ? n : netblk_alloc_queues(inst, n);
+	if (err)
+		goto out;
+	netblk_for_each_queue(q, inst) {
+		if (q->index == 0 && netblk_start_given(p, CPU)) {
+			err = netblk_nic_check_cpu(inst, p->opt.cpu, extack);
+			if (err)
+				goto out;
+			q->cpu = p->opt.cpu;
+			cpumask_clear_cpu(q->cpu, mask);
+			continue;
+		}
+		q->cpu = netblk_take_cpu(mask);
+		if (q->cpu >= nr_cpu_ids) {
+			NL_SET_ERR_MSG_FMT(extack, "queues=%u: %s has no CPU left for queue %u beside cpu=%u",
+					   inst->nr_queues, inst->nic->name, q->index, p->opt.cpu);
+			err = -EINVAL;
+			goto out;
+		}
+	}
+	inst->opt.cpu = inst->queues[0].cpu;
+	for_each_possible_cpu(cpu)
+		inst->cpu_queue[cpu] = cpu % inst->nr_queues;
+	netblk_for_each_queue(q, inst)
+		inst->cpu_queue[q->cpu] = q->index;
+out:
+	free_cpumask_var(mask);
+	return err;
 }
 
 /* ---- start and stop ---- */
@@ -477,16 +578,70 @@ static int netblk_check_params(const struct netblk_start_params *p,
 static void netblk_check_drained(struct netblk_instance *inst)
 {
 	struct netblk_held held;
+	struct netblk_queue *q;
 
-	if (!inst->core)
-		return;
-	netblk_core_held(inst->core, &held);
-	if (!held.slots && !held.frames)
-		return;
-	pr_warn("port %u stopped holding %u slots and %llu frames\n", inst->port,
-		held.slots, held.frames);
-	netblk_leaked_slots += held.slots;
-	netblk_leaked_frames += held.frames;
+	netblk_for_each_queue(q, inst) {
+		if (!q->core)
+			continue;
+		netblk_core_held(q->core, &held);
+		if (!held.slots && !held.frames)
+			continue;
+		pr_warn("port %u queue %u stopped holding %u slots and %llu frames\n", inst->port,
+			q->index, held.slots, held.frames);
+		netblk_leaked_slots += held.slots;
+		netblk_leaked_frames += held.frames;
+	}
+}
+
+/* Requests its queues have at the disk. */
+u32 netblk_instance_at_disk(const struct netblk_instance *inst)
+{
+	const struct netblk_queue *q;
+	u32 at_disk = 0;
+
+	netblk_for_each_queue(q, inst)
+		at_disk += netblk_core_at_disk(q->core);
+	return at_disk;
+}
+
+/* Its counters: every queue's, summed (all are counts or levels). */
+void netblk_instance_read_stats(const struct netblk_instance *inst, struct netblk_stats *s)
+{
+	const struct netblk_queue *q;
+	struct netblk_stats one;
+	u64 *sum = (u64 *)s;
+	const u64 *add = (const u64 *)&one;
+	u32 i;
+
+	BUILD_BUG_ON(sizeof(*s) % sizeof(u64));
+	memset(s, 0, sizeof(*s));
+	netblk_for_each_queue(q, inst) {
+		netblk_core_read_stats(q->core, &one);
+		for (i = 0; i < sizeof(*s) / sizeof(u64); i++)
+			sum[i] += add[i];
+	}
+}
+
+/* Every queue's worker has drained. */
+bool netblk_instance_drained(struct netblk_instance *inst)
+{
+	struct netblk_queue *q;
+
+	netblk_for_each_queue(q, inst)
+		if (!completion_done(&q->drained))
+			return false;
+	return true;
+}
+
+/* A queue has not yet forgotten the NIC's failures of before it resumed. */
+bool netblk_instance_rearming(const struct netblk_instance *inst)
+{
+	const struct netblk_queue *q;
+
+	netblk_for_each_queue(q, inst)
+		if (READ_ONCE(q->tx_rearm))
+			return true;
+	return false;
 }
 
 /* What the port and the NIC give it: gone first when it stops. */
@@ -498,12 +653,17 @@ static void netblk_instance_unhook(struct netblk_instance *inst)
 /* The rest, once nothing is at the disk. */
 static void netblk_instance_release(struct netblk_instance *inst)
 {
-	netblk_worker_stop(inst);
+	struct netblk_queue *q;
+
+	netblk_for_each_queue(q, inst)
+		netblk_worker_stop(q);
 	netblk_check_drained(inst);
 	inst->transport->exit(inst);
 	netblk_disk_exit(inst);
-	netblk_core_destroy(inst->core);
-	inst->core = NULL;
+	netblk_for_each_queue(q, inst) {
+		netblk_core_destroy(q->core);
+		q->core = NULL;
+	}
 	netblk_close_bdev(inst);
 	netblk_put_port(inst);
 	netblk_nic_put(inst);
@@ -511,7 +671,11 @@ static void netblk_instance_release(struct netblk_instance *inst)
 
 static void netblk_instance_free(struct kref *ref)
 {
-	kfree(container_of(ref, struct netblk_instance, ref));
+	struct netblk_instance *inst = container_of(ref, struct netblk_instance, ref);
+
+	kfree(inst->cpu_queue);
+	kfree(inst->queues);
+	kfree(inst);
 }
 
 void netblk_instance_put(struct netblk_instance *inst)
@@ -522,7 +686,6 @@ void netblk_instance_put(struct netblk_instance *inst)
 static void netblk_instance_init(struct netblk_instance *inst, const struct netblk_start_params *p)
 {
 	kref_init(&inst->ref);
-	init_completion(&inst->drained);
 	inst->reaper = netblk_reaper_work;
 	inst->transport = &netblk_xdp_ops;
 	inst->state = NETBLK_STATE_SERVING;
@@ -539,6 +702,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 			  struct netblk_instance **out)
 {
 	struct netblk_instance *inst;
+	struct netblk_queue *q;
 	int err;
 
 	lockdep_assert_held(&netblk_lock);
@@ -559,7 +723,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	err = netblk_nic_take(inst, p, extack);
 	if (err)
 		goto fail;
-	err = netblk_pick_cpu(inst, p, extack);
+	err = netblk_pick_cpus(inst, p, extack);
 	if (err)
 		goto fail;
 	err = netblk_take_port(inst, extack);
@@ -568,7 +732,7 @@ int netblk_instance_start(const struct netblk_start_params *p,
 	err = netblk_open_bdev(inst, extack);
 	if (err)
 		goto fail;
-	err = netblk_create_core(inst, p, extack);
+	err = netblk_create_cores(inst, p, extack);
 	if (err)
 		goto fail;
 	err = netblk_disk_init(inst);
@@ -581,9 +745,11 @@ int netblk_instance_start(const struct netblk_start_params *p,
 		NL_SET_ERR_MSG(extack, "out of memory for the instance's frame buffers");
 		goto fail;
 	}
-	err = netblk_worker_start(inst, extack);
-	if (err)
-		goto fail;
+	netblk_for_each_queue(q, inst) {
+		err = netblk_worker_start(q, extack);
+		if (err)
+			goto fail;
+	}
 	/* Last: from here on the NIC's program steers the port's frames to it. */
 	err = inst->transport->open(inst, extack);
 	if (err)
@@ -602,8 +768,9 @@ int netblk_instance_start(const struct netblk_start_params *p,
 
 fail:
 	netblk_instance_unhook(inst);
-	if (inst->worker)
-		netblk_worker_drain(inst);
+	netblk_for_each_queue(q, inst)
+		if (q->worker)
+			netblk_worker_drain(q);
 	netblk_instance_release(inst);
 	netblk_instance_put(inst);
 	return err;
@@ -617,6 +784,8 @@ fail:
 void netblk_instance_stop(struct netblk_instance *inst, enum netblk_stop_reason reason,
 			  const char *msg)
 {
+	struct netblk_queue *q;
+
 	lockdep_assert_held(&netblk_lock);
 	if (inst->state == NETBLK_STATE_STOPPING)
 		return;
@@ -625,13 +794,23 @@ void netblk_instance_stop(struct netblk_instance *inst, enum netblk_stop_reason 
 	inst->stop_reason = reason;
 	strscpy(inst->stop_msg, msg ?: "", sizeof(inst->stop_msg));
 	netblk_instance_unhook(inst);
-	netblk_worker_drain(inst);
+	netblk_for_each_queue(q, inst)
+		netblk_worker_drain(q);
 }
 
-/* Wait, without netblk_lock, up to @timeout jiffies for the drain; whether it ended. */
+/* Wait, without netblk_lock, up to @timeout jiffies for every queue's drain; whether they ended. */
 bool netblk_instance_wait(struct netblk_instance *inst, unsigned long timeout)
 {
-	return wait_for_completion_timeout(&inst->drained, timeout) > 0;
+	unsigned long deadline = jiffies + timeout;
+	struct netblk_queue *q;
+
+	netblk_for_each_queue(q, inst) {
+		long left = max_t(long, (long)(deadline - jiffies), 0);
+
+		if (!wait_for_completion_timeout(&q->drained, left) && !completion_done(&q->drained))
+			return false;
+	}
+	return true;
 }
 
 /* Release a stopping instance whose worker has drained; whether it could. */
@@ -642,7 +821,7 @@ bool netblk_instance_finish(struct netblk_instance *inst)
 	lockdep_assert_held(&netblk_lock);
 	if (inst->finished)
 		return true;
-	if (inst->state != NETBLK_STATE_STOPPING || !completion_done(&inst->drained))
+	if (inst->state != NETBLK_STATE_STOPPING || !netblk_instance_drained(inst))
 		return false;
 	netblk_target_notify(inst, NETBLK_EVENT_STOPPED, inst->stop_reason, 0, msg);
 	if (msg)
@@ -673,7 +852,7 @@ void netblk_instance_linger(struct netblk_instance *inst)
 	if (!inst->lingering)
 		return;	/* being unloaded: the unload waits for it instead */
 	snprintf(msg, sizeof(msg), "no longer serves, but %u requests are still at %s",
-		 netblk_core_at_disk(inst->core), inst->device);
+		 netblk_instance_at_disk(inst), inst->device);
 	pr_warn("port %u %s\n", inst->port, msg);
 	netblk_target_notify(inst, NETBLK_EVENT_STOPPING, inst->stop_reason, 0, msg);
 }
@@ -720,7 +899,7 @@ static void netblk_warn_unload_wait(struct netblk_instance *inst)
 	mutex_lock(&netblk_lock);
 	if (!inst->finished)
 		pr_warn("unloading waits for port %u: %u requests still at %s\n", inst->port,
-			netblk_core_at_disk(inst->core), inst->device);
+			netblk_instance_at_disk(inst), inst->device);
 	mutex_unlock(&netblk_lock);
 }
 

@@ -114,12 +114,21 @@ void netblk_monitor_started(struct netblk_instance *inst)
 /* Why the NIC refuses every reply, as far as the instance can tell. */
 static void netblk_xmit_failure_msg(struct netblk_instance *inst, char *msg, size_t size)
 {
-	int err = netblk_core_tx_failure(inst->core);
+	struct netblk_queue *q, *failed = inst->queues;
 	cpumask_var_t mask;
+	int err = 0;
 
+	/* the first queue whose transmits fail: they fail from its CPU */
+	netblk_for_each_queue(q, inst) {
+		err = netblk_core_tx_failure(q->core);
+		if (err) {
+			failed = q;
+			break;
+		}
+	}
 	if (zalloc_cpumask_var(&mask, GFP_KERNEL)) {
 		netblk_nic_xmit_cpus(inst, mask);
-		if (!cpumask_test_cpu(inst->opt.cpu, mask)) {
+		if (!cpumask_test_cpu(failed->cpu, mask)) {
 			snprintf(msg, size, "%s refused every reply for 1 s (error %d): it sends XDP only from CPUs %*pbl",
 				 inst->nic->name, err, cpumask_pr_args(mask));
 			free_cpumask_var(mask);
@@ -128,7 +137,7 @@ static void netblk_xmit_failure_msg(struct netblk_instance *inst, char *msg, siz
 		free_cpumask_var(mask);
 	}
 	snprintf(msg, size, "%s refused every reply for 1 s (error %d) from cpu %u",
-		 inst->nic->name, err, inst->opt.cpu);
+		 inst->nic->name, err, failed->cpu);
 }
 
 /*
@@ -173,7 +182,7 @@ static enum netblk_stop_reason netblk_instance_broken(struct netblk_instance *in
 	 * came from the NIC's absence: they do not count.
 	 */
 	if (test_bit(NETBLK_TX_FAILED, &inst->flags) && inst->state == NETBLK_STATE_SERVING &&
-	    !READ_ONCE(inst->tx_rearm)) {
+	    !netblk_instance_rearming(inst)) {
 		netblk_xmit_failure_msg(inst, msg, size);
 		return NETBLK_REASON_NIC_XMIT;
 	}
@@ -225,7 +234,7 @@ static void netblk_check_nic_leaving(struct netblk_instance *inst)
 
 	if (!dev)
 		return;
-	at_disk = netblk_core_at_disk(inst->core);
+	at_disk = netblk_instance_at_disk(inst);
 	snprintf(msg, sizeof(msg), "%s is going away", dev->name);
 	if (at_disk)
 		pr_info("port %u lets go of %s: it is going away; the answers to the %u requests still at %s are dropped\n",

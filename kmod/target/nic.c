@@ -401,17 +401,18 @@ void netblk_nic_detach(struct netblk_instance *inst)
 
 /*
  * Replies follow the NIC's MTU and MAC as they are now (an MTU lowered under
- * the instance must not make them too long): the worker refreshes them each
+ * the instance must not make them too long): each worker refreshes them each
  * round, which costs two loads when nothing changed.  Once the NIC is gone
  * nothing is sent, and nothing is refreshed.
  */
-void netblk_nic_refresh_link(struct netblk_instance *inst)
+void netblk_nic_refresh_link(struct netblk_queue *q)
 {
+	struct netblk_instance *inst = q->inst;
 	struct net_device *dev;
 
 	rcu_read_lock();
 	dev = netblk_nic_gone(inst) ? NULL : READ_ONCE(inst->addr_dev);
 	if (dev)
-		netblk_core_set_link(inst->core, READ_ONCE(dev->mtu), dev->dev_addr);
+		netblk_core_set_link(q->core, READ_ONCE(dev->mtu), dev->dev_addr);
 	rcu_read_unlock();
 }

@@ -66,6 +66,39 @@ struct genl_info;
 struct netlink_callback;
 
 #define NETBLK_REPLY_HEADROOM	96	/* Ethernet + IPv4 + UDP + netblk headers */
+#define NETBLK_QUEUES_MAX	64	/* queues= at most */
+
+/*
+ * One of an instance's queues: a worker thread pinned to a CPU of its own,
+ * with its own core (slots, rings, sessions, counters), bios and frame
+ * buffers.  Nothing in it is written by another queue's worker: a session
+ * belongs to one queue, and its datagrams are handed to that queue's core
+ * on whatever CPU they arrive (handoff.c).
+ */
+struct netblk_queue {
+	struct netblk_instance *inst;
+	u32 index;			/* of inst->queues */
+	u32 cpu;			/* its worker's */
+	struct task_struct *worker;
+	bool worker_idle;		/* asleep, or about to be: wake it */
+	bool worker_stop;		/* drain and leave: set by netblk_worker_drain() */
+	bool tx_rearm;			/* resumed: the worker forgets the NIC's failures */
+	struct completion drained;	/* the worker has nothing left at the disk */
+	struct netblk_core *core;
+
+	/* disk.c */
+	struct netblk_io *ios;		/* a bio a slot */
+	unsigned long *polling;		/* slots whose polled bio is in flight */
+
+	/* xmit.c: the slots' frame buffers */
+	struct page **pages;
+	struct page **data_pages;	/* a gathered READ's (netblk_core_gather_page), or NULL */
+	struct page *spare[NETBLK_SPARE_PAGES];	/* for EAGAIN replies when a slot has no page */
+	unsigned long spare_lent;	/* worker only: spares a slot's reply is in */
+	s8 *spare_of;			/* worker only: the spare a slot holds, or -1 */
+	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
+	u64 pages_replaced;		/* worker only: a page the NIC still held */
+};
 
 struct netblk_instance {
 	struct list_head node;		/* on netblk_instances, under netblk_lock */
@@ -80,7 +113,6 @@ struct netblk_instance {
 	bool finished;			/* everything released, off the list */
 	u64 waiting_ns;			/* boottime it began waiting for its NIC */
 	char waiting_for[96];		/* what it waits for, while WAITING */
-	struct completion drained;	/* the worker has nothing left at the disk */
 
 	/* what it serves, fixed once started */
 	char device[NETBLK_DEVICE_MAX];
@@ -112,29 +144,20 @@ struct netblk_instance {
 	__be32 addr;			/* the IPv4 address it answers on */
 	struct socket *port_sock;	/* holds the port against other sockets */
 	struct net_device *handoff;	/* netblk<port>: where the program steers to */
-	struct task_struct *worker;
-	bool worker_idle;		/* asleep, or about to be: wake it */
-	bool worker_stop;		/* drain and leave: set by netblk_worker_drain() */
-	struct netblk_core *core;
 	const struct netblk_target_transport_ops *transport;	/* the XDP one */
+	/* its queues (nr_queues of them), and the queue of each CPU's arrivals */
+	struct netblk_queue *queues;
+	u32 nr_queues;			/* opt.queues once they are allocated, 0 before */
+	u16 *cpu_queue;			/* by CPU: its queue, or the queue it hands HELLOs to */
 
 	/* disk.c */
-	struct netblk_io *ios;		/* a bio a slot */
-	unsigned long *polling;		/* slots whose polled bio is in flight */
 	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */
 	bool polled;			/* REQ_POLLED: completions are polled, not interrupts */
 
-	/* xmit.c: the slots' frame buffers */
-	struct page **pages;
-	struct page **data_pages;	/* a gathered READ's (netblk_core_gather_page), or NULL */
+	/* xmit.c: the layout of every queue's slots' frame buffers */
 	unsigned int page_order;
 	u32 frame_headroom;		/* page start to the frame's first byte */
 	u32 dma_align_mask;
-	struct page *spare[NETBLK_SPARE_PAGES];	/* for EAGAIN replies when a slot has no page */
-	unsigned long spare_lent;	/* worker only: spares a slot's reply is in */
-	s8 *spare_of;			/* worker only: the spare a slot holds, or -1 */
-	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
-	u64 pages_replaced;		/* worker only: a page the NIC still held */
 
 	/* monitor.c */
 	struct delayed_work *reaper;	/* the reaper's work (netblk_reaper_kick) */
@@ -142,8 +165,11 @@ struct netblk_instance {
 	unsigned long flags;		/* NETBLK_IO_ERROR_PENDING, _TX_FAILED, _NIC_GONE */
 	u64 io_error_offset;		/* the last failed request's */
 	unsigned long io_error_announced; /* jiffies */
-	bool tx_rearm;			/* resumed: the worker forgets the NIC's failures */
 };
+
+/* Each of @inst's queues, as @q. */
+#define netblk_for_each_queue(q, inst) \
+	for ((q) = (inst)->queues; (q) && (q) < (inst)->queues + (inst)->nr_queues; (q)++)
 
 #define NETBLK_IO_ERROR_PENDING	0	/* a disk error not announced yet */
 #define NETBLK_TX_FAILED	1	/* the NIC fails every transmit: stop */
@@ -162,11 +188,11 @@ static inline bool netblk_nic_gone(const struct netblk_instance *inst)
  * barrier pairs with the one in netblk_worker_sleep(): either the worker
  * sees the work, or the producer sees it idle.
  */
-static inline void netblk_worker_kick(struct netblk_instance *inst)
+static inline void netblk_worker_kick(struct netblk_queue *q)
 {
 	smp_mb();	/* the push before, worker_idle after: see above */
-	if (READ_ONCE(inst->worker_idle))
-		wake_up_process(inst->worker);
+	if (READ_ONCE(q->worker_idle))
+		wake_up_process(q->worker);
 }
 
 /*
@@ -220,6 +246,12 @@ void netblk_target_notify(const struct netblk_instance *inst, enum netblk_event 
 			  enum netblk_stop_reason reason, int err, const char *msg);
 void netblk_target_notify_failed(const struct netblk_start_params *p, int err, const char *msg);
 
+/* instance.c: what its queues hold, summed */
+u32 netblk_instance_at_disk(const struct netblk_instance *inst);
+void netblk_instance_read_stats(const struct netblk_instance *inst, struct netblk_stats *s);
+bool netblk_instance_drained(struct netblk_instance *inst);
+bool netblk_instance_rearming(const struct netblk_instance *inst);
+
 /* nic.c */
 int netblk_nic_take(struct netblk_instance *inst, const struct netblk_start_params *p,
 		    struct netlink_ext_ack *extack);
@@ -233,7 +265,7 @@ void netblk_nic_xmit_cpus(struct netblk_instance *inst, struct cpumask *mask);
 const char *netblk_nic_hides_vlans(struct net_device *nic);
 bool netblk_nic_drops_xdp(const struct net_device *nic);
 bool netblk_nic_sends_frags(const struct netblk_instance *inst);
-void netblk_nic_refresh_link(struct netblk_instance *inst);
+void netblk_nic_refresh_link(struct netblk_queue *q);
 
 /* handoff.c */
 int netblk_handoff_create(struct netblk_instance *inst, struct netlink_ext_ack *extack);
@@ -243,31 +275,31 @@ void netblk_handoff_destroy(struct netblk_instance *inst);
 extern const struct netblk_target_disk_ops netblk_disk_ops;
 int netblk_disk_init(struct netblk_instance *inst);
 void netblk_disk_exit(struct netblk_instance *inst);
-void netblk_disk_poll(struct netblk_instance *inst);
+void netblk_disk_poll(struct netblk_queue *q);
 
 /* xdp.c: the XDP transport's ops (handoff.c, xmit.c) */
 extern const struct netblk_target_transport_ops netblk_xdp_ops;
 
 /* xmit.c */
-u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot);
-u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot);
-u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot);
-void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot);
-u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+u8 *netblk_xdp_slot_buffer(struct netblk_queue *q, u32 slot);
+u8 *netblk_xdp_data_page(struct netblk_queue *q, u32 slot);
+u8 *netblk_xdp_reply_buffer(struct netblk_queue *q, u32 slot);
+void netblk_xdp_reply_done(struct netblk_queue *q, u32 slot);
+u32 netblk_xdp_transmit(struct netblk_queue *q, const struct netblk_tx *tx, u32 n,
 			int *error);
-u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
+u32 netblk_xdp_frame_frags(struct netblk_queue *q, void *frame,
 			   struct netblk_piece *frags, u32 max);
-void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame);
+void netblk_xdp_free_frame(struct netblk_queue *q, void *frame);
 int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32 n);
-struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len);
+struct xdp_frame *netblk_buffer_frame(struct netblk_queue *q, u8 *data, u32 len);
 int netblk_buffers_init(struct netblk_instance *inst);
 void netblk_buffers_exit(struct netblk_instance *inst);
 void netblk_buffers_unreg_rxq(struct netblk_instance *inst);
 
 /* worker.c */
-int netblk_worker_start(struct netblk_instance *inst, struct netlink_ext_ack *extack);
-void netblk_worker_drain(struct netblk_instance *inst);
-void netblk_worker_stop(struct netblk_instance *inst);
+int netblk_worker_start(struct netblk_queue *q, struct netlink_ext_ack *extack);
+void netblk_worker_drain(struct netblk_queue *q);
+void netblk_worker_stop(struct netblk_queue *q);
 
 /* event.c: the events group listens on the instances' chain */
 int netblk_event_init(void);

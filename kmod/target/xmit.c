@@ -72,66 +72,78 @@ int netblk_nic_xmit(struct netblk_instance *inst, struct xdp_frame **frames, u32
  * dma-) aligned.  The NIC takes a reference of its own while it transmits;
  * the page is ours again once that is gone.
  */
+static int netblk_buffers_init_queue(struct netblk_queue *q)
+{
+	struct netblk_instance *inst = q->inst;
+	u32 slots = netblk_core_slots(q->core), i;
+	int err;
+
+	q->pages = kvcalloc(slots, sizeof(*q->pages), GFP_KERNEL);
+	if (!q->pages)
+		return -ENOMEM;
+	for (i = 0; i < slots; i++) {
+		q->pages[i] = alloc_pages_node(cpu_to_node(q->cpu),
+					       GFP_KERNEL | __GFP_COMP | __GFP_ZERO, inst->page_order);
+		if (!q->pages[i])
+			return -ENOMEM;
+	}
+	if (netblk_core_gather_page(q->core)) {
+		q->data_pages = kvcalloc(slots, sizeof(*q->data_pages), GFP_KERNEL);
+		if (!q->data_pages)
+			return -ENOMEM;
+		for (i = 0; i < slots; i++) {
+			q->data_pages[i] = alloc_pages_node(cpu_to_node(q->cpu),
+							    GFP_KERNEL | __GFP_ZERO, 0);
+			if (!q->data_pages[i])
+				return -ENOMEM;
+		}
+	}
+	BUILD_BUG_ON(NETBLK_SPARE_PAGES > BITS_PER_LONG);
+	q->spare_of = kvmalloc_array(slots, sizeof(*q->spare_of), GFP_KERNEL);
+	if (!q->spare_of)
+		return -ENOMEM;
+	memset(q->spare_of, -1, slots * sizeof(*q->spare_of));
+	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
+		q->spare[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
+		if (!q->spare[i])
+			return -ENOMEM;
+	}
+	/* The memory model the NIC frees these frames by: put_page. */
+	err = xdp_rxq_info_reg(&q->rxq, inst->nic, q->index, 0);
+	if (err)
+		return err;
+	err = xdp_rxq_info_reg_mem_model(&q->rxq, MEM_TYPE_PAGE_ORDER0, NULL);
+	if (err)
+		xdp_rxq_info_unreg(&q->rxq);
+	return err;
+}
+
+/* Every queue's; netblk_buffers_exit() frees what a failure left. */
 int netblk_buffers_init(struct netblk_instance *inst)
 {
 	struct block_device *bdev = inst->disk.bdev;
-	u32 slots = netblk_core_slots(inst->core), i;
+	struct netblk_core *core = inst->queues[0].core;
 	u32 align = bdev_dma_alignment(bdev) + 1;
-	u32 headers = netblk_core_reply_headroom(inst->core);
+	u32 headers = netblk_core_reply_headroom(core);
 	u32 data_offset = ALIGN(XDP_PACKET_HEADROOM + headers, max(align, 8u));
+	struct netblk_queue *q;
 	size_t need;
 	int err;
 
-	inst->frame_headroom = data_offset - netblk_core_reply_headroom(inst->core);
-	need = data_offset + netblk_core_max_io(inst->core) +
+	inst->frame_headroom = data_offset - headers;
+	need = data_offset + netblk_core_max_io(core) +
 	       SKB_DATA_ALIGN(sizeof(struct skb_shared_info));
 	inst->page_order = get_order(need);
 	inst->dma_align_mask = bdev_dma_alignment(bdev);
 
-	inst->pages = kvcalloc(slots, sizeof(*inst->pages), GFP_KERNEL);
-	if (!inst->pages)
-		return -ENOMEM;
-	for (i = 0; i < slots; i++) {
-		inst->pages[i] = alloc_pages(GFP_KERNEL | __GFP_COMP | __GFP_ZERO, inst->page_order);
-		if (!inst->pages[i])
-			goto nomem;
-	}
-	if (netblk_core_gather_page(inst->core)) {
-		inst->data_pages = kvcalloc(slots, sizeof(*inst->data_pages), GFP_KERNEL);
-		if (!inst->data_pages)
-			goto nomem;
-		for (i = 0; i < slots; i++) {
-			inst->data_pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
-			if (!inst->data_pages[i])
-				goto nomem;
+	netblk_for_each_queue(q, inst) {
+		err = netblk_buffers_init_queue(q);
+		if (err) {
+			netblk_buffers_exit(inst);
+			return err;
 		}
 	}
-	BUILD_BUG_ON(NETBLK_SPARE_PAGES > BITS_PER_LONG);
-	inst->spare_of = kvmalloc_array(slots, sizeof(*inst->spare_of), GFP_KERNEL);
-	if (!inst->spare_of)
-		goto nomem;
-	memset(inst->spare_of, -1, slots * sizeof(*inst->spare_of));
-	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
-		inst->spare[i] = alloc_page(GFP_KERNEL | __GFP_ZERO);
-		if (!inst->spare[i])
-			goto nomem;
-	}
-	/* The memory model the NIC frees these frames by: put_page. */
-	err = xdp_rxq_info_reg(&inst->rxq, inst->nic, 0, 0);
-	if (err)
-		goto fail;
-	err = xdp_rxq_info_reg_mem_model(&inst->rxq, MEM_TYPE_PAGE_ORDER0, NULL);
-	if (err) {
-		xdp_rxq_info_unreg(&inst->rxq);
-		goto fail;
-	}
 	return 0;
-
-nomem:
-	err = -ENOMEM;
-fail:
-	netblk_buffers_exit(inst);
-	return err;
 }
 
 /* Pages the NIC still transmits from are freed by its put_page, later. */
@@ -155,28 +167,39 @@ static void netblk_pages_free(struct page ***pages, u32 nr)
  */
 void netblk_buffers_unreg_rxq(struct netblk_instance *inst)
 {
-	if (xdp_rxq_info_is_reg(&inst->rxq))
-		xdp_rxq_info_unreg(&inst->rxq);
+	struct netblk_queue *q;
+
+	netblk_for_each_queue(q, inst)
+		if (xdp_rxq_info_is_reg(&q->rxq))
+			xdp_rxq_info_unreg(&q->rxq);
+}
+
+static void netblk_buffers_exit_queue(struct netblk_queue *q)
+{
+	u32 slots, i;
+
+	/* Pages the NIC still transmits are freed by its put_page, later. */
+	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
+		if (q->spare[i])
+			put_page(q->spare[i]);
+		q->spare[i] = NULL;
+	}
+	kvfree(q->spare_of);
+	q->spare_of = NULL;
+	if (!q->pages)
+		return;	/* none allocated: data_pages come after pages */
+	slots = netblk_core_slots(q->core);
+	netblk_pages_free(&q->data_pages, slots);
+	netblk_pages_free(&q->pages, slots);
 }
 
 void netblk_buffers_exit(struct netblk_instance *inst)
 {
-	u32 slots, i;
+	struct netblk_queue *q;
 
 	netblk_buffers_unreg_rxq(inst);
-	/* Pages the NIC still transmits are freed by its put_page, later. */
-	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
-		if (inst->spare[i])
-			put_page(inst->spare[i]);
-		inst->spare[i] = NULL;
-	}
-	kvfree(inst->spare_of);
-	inst->spare_of = NULL;
-	if (!inst->pages)
-		return;	/* none allocated: data_pages come after pages */
-	slots = netblk_core_slots(inst->core);
-	netblk_pages_free(&inst->data_pages, slots);
-	netblk_pages_free(&inst->pages, slots);
+	netblk_for_each_queue(q, inst)
+		netblk_buffers_exit_queue(q);
 }
 
 /*
@@ -184,7 +207,7 @@ void netblk_buffers_exit(struct netblk_instance *inst)
  * from it, it is left to the NIC and a fresh one takes its place (NULL when
  * none can be had now).
  */
-static struct page *netblk_page_to_write(struct netblk_instance *inst, struct page **page,
+static struct page *netblk_page_to_write(struct netblk_queue *q, struct page **page,
 					 unsigned int order)
 {
 	struct page *fresh;
@@ -196,20 +219,20 @@ static struct page *netblk_page_to_write(struct netblk_instance *inst, struct pa
 		return NULL;
 	put_page(*page);
 	*page = fresh;
-	inst->pages_replaced++;
+	q->pages_replaced++;
 	return fresh;
 }
 
-u8 *netblk_xdp_slot_buffer(struct netblk_instance *inst, u32 slot)
+u8 *netblk_xdp_slot_buffer(struct netblk_queue *q, u32 slot)
 {
-	struct page *page = netblk_page_to_write(inst, &inst->pages[slot], inst->page_order);
+	struct page *page = netblk_page_to_write(q, &q->pages[slot], q->inst->page_order);
 
-	return page ? (u8 *)page_address(page) + inst->frame_headroom : NULL;
+	return page ? (u8 *)page_address(page) + q->inst->frame_headroom : NULL;
 }
 
-u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot)
+u8 *netblk_xdp_data_page(struct netblk_queue *q, u32 slot)
 {
-	struct page *page = netblk_page_to_write(inst, &inst->data_pages[slot], 0);
+	struct page *page = netblk_page_to_write(q, &q->data_pages[slot], 0);
 
 	return page ? page_address(page) : NULL;
 }
@@ -219,40 +242,40 @@ u8 *netblk_xdp_data_page(struct netblk_instance *inst, u32 slot)
  * had: one no slot's reply is in (spare_lent) and the NIC is done with (its
  * reference gone), lent to the slot until the core says its reply went.
  */
-u8 *netblk_xdp_reply_buffer(struct netblk_instance *inst, u32 slot)
+u8 *netblk_xdp_reply_buffer(struct netblk_queue *q, u32 slot)
 {
 	unsigned int i;
 
 	for (i = 0; i < NETBLK_SPARE_PAGES; i++) {
-		if ((inst->spare_lent & BIT(i)) || page_ref_count(inst->spare[i]) != 1)
+		if ((q->spare_lent & BIT(i)) || page_ref_count(q->spare[i]) != 1)
 			continue;
-		inst->spare_lent |= BIT(i);
-		inst->spare_of[slot] = i;
-		return (u8 *)page_address(inst->spare[i]) + XDP_PACKET_HEADROOM;
+		q->spare_lent |= BIT(i);
+		q->spare_of[slot] = i;
+		return (u8 *)page_address(q->spare[i]) + XDP_PACKET_HEADROOM;
 	}
 	return NULL;
 }
 
-void netblk_xdp_reply_done(struct netblk_instance *inst, u32 slot)
+void netblk_xdp_reply_done(struct netblk_queue *q, u32 slot)
 {
-	if (inst->spare_of[slot] < 0)
+	if (q->spare_of[slot] < 0)
 		return;
-	inst->spare_lent &= ~BIT(inst->spare_of[slot]);
-	inst->spare_of[slot] = -1;
+	q->spare_lent &= ~BIT(q->spare_of[slot]);
+	q->spare_of[slot] = -1;
 }
 
 /*
  * An xdp_frame over a buffer of ours (a slot's, a spare), with a reference
  * for the NIC.  Under RCU, the NIC not gone: the rxq is still registered.
  */
-struct xdp_frame *netblk_buffer_frame(struct netblk_instance *inst, u8 *data, u32 len)
+struct xdp_frame *netblk_buffer_frame(struct netblk_queue *q, u8 *data, u32 len)
 {
 	struct page *page = virt_to_head_page(data);
 	u8 *start = page_address(page);
 	struct xdp_frame *frame;
 	struct xdp_buff xdp;
 
-	xdp_init_buff(&xdp, page_size(page), &inst->rxq);
+	xdp_init_buff(&xdp, page_size(page), &q->rxq);
 	xdp_prepare_buff(&xdp, start, data - start, len, false);
 	frame = xdp_convert_buff_to_frame(&xdp);
 	if (frame)
@@ -276,9 +299,10 @@ static void netblk_frame_add_frag(struct xdp_frame *frame, u8 *data, u32 len)
 	frame->flags |= XDP_FLAGS_HAS_FRAGS;
 }
 
-u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx, u32 n,
+u32 netblk_xdp_transmit(struct netblk_queue *q, const struct netblk_tx *tx, u32 n,
 			int *error)
 {
+	struct netblk_instance *inst = q->inst;
 	struct xdp_frame *frames[NETBLK_TX_BATCH];
 	u32 nr, i;
 	int sent;
@@ -298,7 +322,7 @@ u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx
 			/* the received frame, rewritten in place */
 			frame->len = tx[nr].len;
 		} else {
-			frame = netblk_buffer_frame(inst, tx[nr].data, tx[nr].len);
+			frame = netblk_buffer_frame(q, tx[nr].data, tx[nr].len);
 			if (!frame)
 				break;	/* no headroom: cannot happen with our layout */
 			if (tx[nr].frag)
@@ -319,13 +343,13 @@ u32 netblk_xdp_transmit(struct netblk_instance *inst, const struct netblk_tx *tx
 	return sent;
 }
 
-void netblk_xdp_free_frame(struct netblk_instance *inst, void *frame)
+void netblk_xdp_free_frame(struct netblk_queue *q, void *frame)
 {
 	xdp_return_frame(frame);
 }
 
 /* A received multi-buffer frame's buffers after the first (the receive path's too). */
-u32 netblk_xdp_frame_frags(struct netblk_instance *inst, void *frame,
+u32 netblk_xdp_frame_frags(struct netblk_queue *q, void *frame,
 			   struct netblk_piece *frags, u32 max)
 {
 	struct skb_shared_info *sinfo = xdp_get_shared_info_from_frame(frame);

@@ -9,7 +9,7 @@
  *                               DEVICE, PORT, [READ_ONLY], [IFNAME], [MTU],
  *                               [CPU], [POLL_US], [VLAN], [ALLOW],
  *                               [SESSIONS], [KEY], [AUTH], [NIC_LOSS],
- *                               [PER_SOURCE], [DISK_TRIES] (the knobs:
+ *                               [PER_SOURCE], [DISK_TRIES], [QUEUES] (the knobs:
  *                               netblk_options.h's NETBLK_START_OPTIONS)
  *        reply: one NETBLK_CMD_START message describing the new instance
  *        (the same attributes as a LIST entry; every knob as it runs,

@@ -84,7 +84,16 @@
 	X(DISK_TRIES, disk_tries, 47, u32, 1, 16, 6, gen, "disk-tries", "N",	\
 	  "times a request the disk refuses for now is tried before\n"	\
 	  "it is answered EAGAIN, the waits doubling from 50 us (1..16,\n"	\
-	  "default 6)")
+	  "default 6)")							\
+	/*								\
+	 * workers, each pinned to a CPU of its own with its own slots and	\
+	 * sessions; 0 (absent): as many as the NIC has RX queues, at most	\
+	 * the CPUs it transmits XDP from.  LIST says the number run.		\
+	 */									\
+	X(QUEUES, queues, 48, u32, 0, 64, 0, gen, "queues", "N",		\
+	  "workers, each on a CPU of its own with its own slots and\n"	\
+	  "sessions (1..64; default: the NIC's RX queues, at most the\n"	\
+	  "CPUs it can send XDP frames from)")
 
 /* ATTACH's knobs (ATTACHED says them back). */
 #define NETBLK_ATTACH_OPTIONS(X)						\
@@ -102,6 +111,6 @@
 #define NETBLK_OPTION_CTYPE_u32		uint32_t
 
 /* The next free attribute number of enum netblk_attr. */
-#define NETBLK_A_NEXT 48
+#define NETBLK_A_NEXT 49
 
 #endif /* NETBLK_OPTIONS_H */

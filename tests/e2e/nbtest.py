@@ -239,19 +239,22 @@ class Rig:
             setattr(f, k, v)
         return f
 
-    def open_session(self, **kw):
-        """HELLO, and HELLO with the cookie, from the client: a session for it."""
-        cookie = self.replies(self.request(handle=99, **kw))[0]["token"]
+    def open_session(self, cpu=None, **kw):
+        """HELLO, and HELLO with the cookie, from the client: a session for it
+        (sent from `cpu`, when given: where veth's receive runs for them)."""
+        cookie = self.replies(self.request(handle=99, **kw), cpu=cpu)[0]["token"]
         f = self.request(handle=99, **kw)
         f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
-        r = self.replies(f)
+        r = self.replies(f, cpu=cpu)
         assert r and r[0]["session"], r
         return SimpleNamespace(id=r[0]["session"], token=r[0]["token"])
 
-    def exchange(self, *frames: rf.Frame, wait_ms=600) -> list[rf.Parsed]:
-        """Send the frames from nbv1; the UDP frames that came back to it."""
+    def exchange(self, *frames: rf.Frame, wait_ms=600, cpu=None) -> list[rf.Parsed]:
+        """Send the frames from nbv1 (on CPU `cpu`, when given: veth receives
+        on the CPU that sends); the UDP frames that came back to it."""
         hexes = " ".join(f.build().hex() for f in frames)
-        out = self.g.check(f"nbraw nbv1 -w {wait_ms} {hexes}", timeout=60)
+        pin = "" if cpu is None else f"taskset -c {cpu} "
+        out = self.g.check(f"{pin}nbraw nbv1 -w {wait_ms} {hexes}", timeout=60)
         got = [rf.parse(bytes.fromhex(l)) for l in out.split()]
         return [p for p in got if p is not None]
 

@@ -206,7 +206,7 @@ TEST(FormatInstanceJson, HoldsEveryFieldAndParses)
 		"\"handoff_ifindex\": 9, "
 		"\"addr\": \"10.0.2.15\", \"allow\": [], \"mtu\": 1500, \"cpu\": 1, "
 		"\"poll_us\": 50, \"size_bytes\": 268435456, \"sector_size\": 512, "
-		"\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, \"per_source\": 16, \"disk_tries\": 0, "
+		"\"max_io\": 1024, \"slots\": 256, \"sessions\": 1024, \"per_source\": 16, \"disk_tries\": 0, \"queues\": 0, "
 		"\"auth\": \"header\", \"uptime_ms\": 21800, "
 		"\"stats\": {\"requests\": 1246965, \"bad\": 0,")) << "json head";
 	EXPECT_TRUE(contains(j, "\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "

@@ -115,6 +115,8 @@ constexpr pinned abi[] = {
 	{NETBLK_A_DISK_NAME, 44},
 	{NETBLK_A_XDP_DROPPED, 45},
 	{NETBLK_A_PER_SOURCE, 46},
+	{NETBLK_A_DISK_TRIES, 47},
+	{NETBLK_A_QUEUES, 48},
 };
 
 TEST(Options, AttributeNumbersNeverChange)

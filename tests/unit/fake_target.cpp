@@ -10,7 +10,7 @@
 #include "frame.h"
 #include "protocol.h"
 
-void netblk_instance::finish_ios()
+void netblk_queue::finish_ios()
 {
 	while (!pending.empty()) {
 		fake_io io = pending.front();
@@ -19,14 +19,14 @@ void netblk_instance::finish_ios()
 	}
 }
 
-void netblk_instance::finish_newest()
+void netblk_queue::finish_newest()
 {
 	fake_io io = pending.back();
 	pending.pop_back();
 	netblk_core_complete(core, io.slot, io.status);
 }
 
-uint32_t netblk_instance::free_slots_left()
+uint32_t netblk_queue::free_slots_left()
 {
 	netblk_held held{};
 
@@ -34,7 +34,7 @@ uint32_t netblk_instance::free_slots_left()
 	return NETBLK_SLOTS - held.slots;
 }
 
-netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask,
+netblk_queue *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_align_mask,
 			    uint16_t vlan)
 {
 	fake_options o;
@@ -45,7 +45,7 @@ netblk_instance *fake_start(uint64_t disk_size, bool read_only, uint32_t dma_ali
 	return fake_start(disk_size, o);
 }
 
-bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce, uint16_t flags)
+bool fake_open_session(netblk_queue *inst, uint64_t now, uint64_t nonce, uint16_t flags)
 {
 	test::frame_spec spec;
 	spec.vlan = inst->vlan;
@@ -84,7 +84,7 @@ bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce, uint
 	return true;
 }
 
-netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
+netblk_rx_verdict fake_receive_frags(netblk_queue *inst, fake_frames &store,
 				     const std::vector<uint8_t> &frame, uint32_t head,
 				     const std::vector<uint32_t> &frag_sizes, uint64_t now)
 {
@@ -110,7 +110,7 @@ netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
 	return v;
 }
 
-netblk_stats fake_stats(netblk_instance *inst)
+netblk_stats fake_stats(netblk_queue *inst)
 {
 	netblk_stats s{};
 	netblk_core_read_stats(inst->core, &s);
@@ -130,13 +130,13 @@ netblk_stats fake_stats(netblk_instance *inst)
 	return s;
 }
 
-netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
+netblk_queue *fake_start(uint64_t disk_size, const fake_options &o)
 {
 	bool read_only = o.read_only;
 	uint32_t dma_align_mask = o.dma_align_mask;
 	uint16_t vlan = o.vlan;
 
-	auto *inst = new netblk_instance;
+	auto *inst = new netblk_queue;
 	inst->disk.assign(disk_size, 0);
 	inst->vlan = vlan;
 	inst->slot_buffers.assign(NETBLK_SLOTS, std::vector<uint8_t>(4096));
@@ -181,7 +181,7 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	}
 	config.disk = &fake_disk_ops;
 	config.transport = &fake_transport_ops;
-	config.inst = inst;
+	config.owner = inst;
 	if (netblk_core_create(&config, &inst->core)) {
 		delete inst;
 		return nullptr;
@@ -194,7 +194,7 @@ netblk_instance *fake_start(uint64_t disk_size, const fake_options &o)
 	return inst;
 }
 
-void fake_stop(netblk_instance *inst)
+void fake_stop(netblk_queue *inst)
 {
 	netblk_core_destroy(inst->core);
 	delete inst;
@@ -209,7 +209,7 @@ void netblk_kernel_free(void *p) { free(p); }
 
 /* The fake disk and NIC, as the core reaches them: its ops tables (target_ops.h). */
 
-static int fake_submit_io(struct netblk_instance *inst, uint32_t slot, enum netblk_io_op op,
+static int fake_submit_io(struct netblk_queue *inst, uint32_t slot, enum netblk_io_op op,
 			  uint64_t offset, uint8_t *data, uint32_t len, int fua, int may_block)
 {
 	uint16_t status = nb::status_ok;
@@ -243,7 +243,7 @@ static int fake_submit_io(struct netblk_instance *inst, uint32_t slot, enum netb
 	return 0;
 }
 
-static int fake_submit_read_pages(struct netblk_instance *inst, uint32_t slot, uint64_t offset,
+static int fake_submit_read_pages(struct netblk_queue *inst, uint32_t slot, uint64_t offset,
 				  uint8_t *const *pages, uint32_t nr, uint32_t len, int may_block)
 {
 	uint32_t page_size = (uint32_t)inst->data_pages[0].size();
@@ -259,17 +259,17 @@ static int fake_submit_read_pages(struct netblk_instance *inst, uint32_t slot, u
 	return fake_submit_io(inst, slot, NETBLK_IO_READ, offset, nullptr, 0, 0, may_block);
 }
 
-static uint8_t *fake_data_page(struct netblk_instance *inst, uint32_t slot)
+static uint8_t *fake_data_page(struct netblk_queue *inst, uint32_t slot)
 {
 	return inst->no_data_pages ? nullptr : inst->data_pages[slot].data();
 }
 
-static uint8_t *fake_slot_buffer(struct netblk_instance *inst, uint32_t slot)
+static uint8_t *fake_slot_buffer(struct netblk_queue *inst, uint32_t slot)
 {
 	return inst->no_buffers ? nullptr : inst->slot_buffers[slot].data();
 }
 
-static uint8_t *fake_reply_buffer(struct netblk_instance *inst, uint32_t slot)
+static uint8_t *fake_reply_buffer(struct netblk_queue *inst, uint32_t slot)
 {
 	if (inst->no_spare)
 		return nullptr;
@@ -278,7 +278,7 @@ static uint8_t *fake_reply_buffer(struct netblk_instance *inst, uint32_t slot)
 	return inst->spare.back().data();
 }
 
-static void fake_reply_done(struct netblk_instance *inst, uint32_t slot)
+static void fake_reply_done(struct netblk_queue *inst, uint32_t slot)
 {
 	auto it = std::find(inst->lent.begin(), inst->lent.end(), slot);
 	if (it != inst->lent.end())
@@ -287,7 +287,7 @@ static void fake_reply_done(struct netblk_instance *inst, uint32_t slot)
 		inst->returned_unlent++;
 }
 
-static uint32_t fake_transmit(struct netblk_instance *inst, const struct netblk_tx *tx,
+static uint32_t fake_transmit(struct netblk_queue *inst, const struct netblk_tx *tx,
 			      uint32_t n, int *error)
 {
 	uint32_t taken = n < inst->nic_takes ? n : inst->nic_takes;
@@ -310,7 +310,7 @@ static uint32_t fake_transmit(struct netblk_instance *inst, const struct netblk_
 	return taken;
 }
 
-static uint32_t fake_frame_frags(struct netblk_instance *inst, void *frame,
+static uint32_t fake_frame_frags(struct netblk_queue *inst, void *frame,
 				 struct netblk_piece *frags, uint32_t max)
 {
 	const std::vector<netblk_piece> &pieces = inst->frags_of.at(frame);
@@ -319,7 +319,7 @@ static uint32_t fake_frame_frags(struct netblk_instance *inst, void *frame,
 	return (uint32_t)pieces.size();
 }
 
-static void fake_free_frame(struct netblk_instance *inst, void *frame)
+static void fake_free_frame(struct netblk_queue *inst, void *frame)
 {
 	inst->freed_frames.push_back(frame);
 }

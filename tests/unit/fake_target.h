@@ -21,7 +21,8 @@ struct fake_io {
 	bool may_block;
 };
 
-struct netblk_instance {
+/* One queue's core on its fake disk and NIC: what the tests call an instance. */
+struct netblk_queue {
 	netblk_core *core = nullptr;
 	std::vector<uint8_t> disk;
 	bool complete_at_once = true;	/* else held until finish_ios() */
@@ -92,20 +93,20 @@ struct fake_options {
  * (its two HELLOs leave no sent frames behind; fake_stats() counts from
  * after them).
  */
-netblk_instance *fake_start(uint64_t disk_size, const fake_options &options);
-netblk_instance *fake_start(uint64_t disk_size, bool read_only = false,
+netblk_queue *fake_start(uint64_t disk_size, const fake_options &options);
+netblk_queue *fake_start(uint64_t disk_size, bool read_only = false,
 			    uint32_t dma_align_mask = 3, uint16_t vlan = 0);
-void fake_stop(netblk_instance *inst);
+void fake_stop(netblk_queue *inst);
 
 /*
  * Open test::session on @inst at @now (ns), as a client does: a HELLO, its
  * cookie back (with @flags: flag_fold_answers asks for folded answers).
  * False when the instance did not answer as it should.
  */
-bool fake_open_session(netblk_instance *inst, uint64_t now, uint64_t nonce, uint16_t flags = 0);
+bool fake_open_session(netblk_queue *inst, uint64_t now, uint64_t nonce, uint16_t flags = 0);
 
 /* The instance's counters less those of opening the session (gauges as they are). */
-netblk_stats fake_stats(netblk_instance *inst);
+netblk_stats fake_stats(netblk_queue *inst);
 
 /* Frames received, each kept where it is while the core may hold it. */
 using fake_frames = std::vector<std::unique_ptr<std::vector<uint8_t>>>;
@@ -116,7 +117,7 @@ using fake_frames = std::vector<std::unique_ptr<std::vector<uint8_t>>>;
  * a vector of its own in @store as a NIC's would be.  The first buffer is
  * the frame's handle, and holds the reply when the verdict is REPLY.
  */
-netblk_rx_verdict fake_receive_frags(netblk_instance *inst, fake_frames &store,
+netblk_rx_verdict fake_receive_frags(netblk_queue *inst, fake_frames &store,
 				     const std::vector<uint8_t> &frame, uint32_t head,
 				     const std::vector<uint32_t> &frag_sizes, uint64_t now);
 

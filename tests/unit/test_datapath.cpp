@@ -20,7 +20,7 @@ namespace {
 constexpr uint64_t disk_size = 1 << 20;
 
 struct instance_fixture : ::testing::Test {
-	netblk_instance *inst = nullptr;
+	netblk_queue *inst = nullptr;
 	fake_frames frames;	/* received frames stay put */
 	uint64_t now = 1000;
 
@@ -558,7 +558,7 @@ TEST(Datapath, ReadsAreGatheredOnlyWhereADatagramsDataFitsAPage)
 {
 	fake_options o;
 	o.gather_page = 1536;	/* not a multiple of max_io (1024) */
-	netblk_instance *inst = fake_start(disk_size, o);
+	netblk_queue *inst = fake_start(disk_size, o);
 	ASSERT_NE(inst, nullptr);
 	EXPECT_EQ(netblk_core_gather_page(inst->core), 0u);
 	fake_stop(inst);
@@ -1072,7 +1072,7 @@ TEST_F(instance_fixture, DropsAreCountedByReason)
 
 TEST(Datapath, VlanInstanceAnswersTaggedRequestsTagged)
 {
-	netblk_instance *inst = fake_start(disk_size, false, 3, 5);
+	netblk_queue *inst = fake_start(disk_size, false, 3, 5);
 	ASSERT_NE(inst, nullptr);
 	EXPECT_EQ(netblk_core_reply_headroom(inst->core), 100u);
 	std::vector<u8> data = pattern(1024, 2);
@@ -1151,7 +1151,7 @@ TEST_F(instance_fixture, ServiceTimeIsRecordedFromArrivalToReply)
 
 TEST(Datapath, MisalignedPayloadIsCopiedAndCounted)
 {
-	netblk_instance *inst = fake_start(disk_size, false, 511);
+	netblk_queue *inst = fake_start(disk_size, false, 511);
 	std::vector<u8> data = pattern(512, 4);
 	auto frame = to_server(write_request(0, data, 1));
 	uint32_t len = (uint32_t)frame.size();
@@ -1169,7 +1169,7 @@ TEST(Datapath, MisalignedPayloadIsCopiedAndCounted)
 
 TEST(Datapath, ReadOnlyRefusesWrites)
 {
-	netblk_instance *inst = fake_start(disk_size, true);
+	netblk_queue *inst = fake_start(disk_size, true);
 	auto frame = to_server(write_request(0, pattern(512, 1), 1));
 	uint32_t len = (uint32_t)frame.size();
 	ASSERT_EQ(netblk_core_receive(inst->core, 0, frame.data(), frame.data(), &len, nullptr, 0, 1),

@@ -222,9 +222,9 @@ TEST_F(worked_example, SessionAndReadAreTheInstancesBytes)
 	o.local_ip = spec.dst_ip;
 	o.port = spec.dst_port;
 	o.open_session = false;
-	std::unique_ptr<netblk_instance, void (*)(netblk_instance *)> held(fake_start(1 << 20, o),
+	std::unique_ptr<netblk_queue, void (*)(netblk_queue *)> held(fake_start(1 << 20, o),
 									  fake_stop);
-	netblk_instance *inst = held.get();
+	netblk_queue *inst = held.get();
 	ASSERT_NE(inst, nullptr);
 	for (size_t i = 0; i < inst->disk.size(); i++)
 		inst->disk[i] = (u8)(i * 7 + 3);

@@ -22,7 +22,7 @@ constexpr uint64_t disk_size = 1 << 20;
 const uint8_t secret[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 
 /* Queue @queue of 2, sharing the instance's secret, with no session open. */
-netblk_instance *start_queue(uint32_t queue)
+netblk_queue *start_queue(uint32_t queue)
 {
 	fake_options o;
 
@@ -34,13 +34,13 @@ netblk_instance *start_queue(uint32_t queue)
 }
 
 /* The queue @core says @frame is for, as the receive path asks on @cpu. */
-uint32_t queue_of(netblk_instance *inst, uint32_t cpu, const std::vector<u8> &frame)
+uint32_t queue_of(netblk_queue *inst, uint32_t cpu, const std::vector<u8> &frame)
 {
 	return netblk_core_queue_of(inst->core, cpu, frame.data(), (uint32_t)frame.size());
 }
 
 /* The first of HELLO's two datagrams to @inst: the cookie it answers. */
-u64 cookie_from(netblk_instance *inst, u64 nonce)
+u64 cookie_from(netblk_queue *inst, u64 nonce)
 {
 	std::vector<u8> f = to_server(hello_request(nonce));
 	uint32_t len = (uint32_t)f.size();
@@ -98,7 +98,7 @@ TEST(SessionQueues, AQueueOutsideItsCountIsRefused)
 }
 
 struct queues : ::testing::Test {
-	netblk_instance *q[2] = {};
+	netblk_queue *q[2] = {};
 
 	void SetUp() override
 	{
@@ -225,7 +225,7 @@ TEST_F(queues, EachQueueHasItsOwnSlots)
 /* With one queue nothing is read for steering, and nothing counted. */
 TEST(SessionQueuesOne, OneQueueTakesEverything)
 {
-	netblk_instance *inst = fake_start(disk_size);
+	netblk_queue *inst = fake_start(disk_size);
 
 	ASSERT_NE(inst, nullptr);
 	std::vector<u8> f = to_server(request(nb::op_read, 0, 512));

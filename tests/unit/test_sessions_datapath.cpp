@@ -21,7 +21,7 @@ constexpr uint64_t disk_size = 1 << 20;
 const uint8_t key_bytes[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 struct v2 : ::testing::Test {
-	netblk_instance *inst = nullptr;
+	netblk_queue *inst = nullptr;
 	fake_frames frames;
 	uint64_t now = 1000;
 
@@ -84,7 +84,7 @@ struct v2 : ::testing::Test {
 
 std::vector<u8> block(uint8_t fill) { return std::vector<u8>(512, fill); }
 
-bool disk_holds(netblk_instance *inst, uint64_t offset, uint8_t fill)
+bool disk_holds(netblk_queue *inst, uint64_t offset, uint8_t fill)
 {
 	return std::all_of(inst->disk.begin() + offset, inst->disk.begin() + offset + 512,
 			   [fill](uint8_t b) { return b == fill; });
