@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Iterable, Iterator
 
 from .protocol import (FAST_RESEND_MAX, FAST_RESEND_MIN, FLAG_AUTH_DATA, FLAG_AUTH_KEY,
-                       FLAG_FUA, HEADER, HEADER_SIZE, INFO_FUA, INFO_PAYLOAD, INFO_READ_ONLY,
+                       FLAG_FUA, HEADER, HEADER_SIZE, INFO_FUA, INFO_PAYLOAD, INFO_QUEUES, INFO_READ_ONLY,
                        INFO_SIZE, INFO_TRIM, INFO_VOLATILE_CACHE, INFO_WRITE_ZEROES, MAGIC,
                        OP_FLUSH, OP_HELLO, OP_INFO, OP_READ, OP_REPLY, OP_TRIM, OP_WRITE,
                        OP_WRITE_ZEROES, RECV_BUFFER, REOPENS_MAX, SEQ_SPAN, SO_NO_CHECK,
@@ -141,11 +141,12 @@ class Info:
     max_io: int  # data bytes one datagram carries
     max_read: int  # the most one READ asks for
     flags: int
-    slots: int  # requests the instance holds at once
+    slots: int  # requests the instance holds at once (each of its queues)
     discard_granularity: int
     max_trim: int  # bytes one TRIM may cover; 0: no TRIM
     max_write_zeroes: int  # bytes one WRITE_ZEROES may cover; 0: none
     export_id: int  # which device: the same across the instance's restarts on it
+    queues: int = 1  # the instance's queues (older servers do not say: 1)
 
     @property
     def read_only(self) -> bool:
@@ -171,7 +172,13 @@ class Info:
     def unpack(cls, data: bytes) -> Info:
         if len(data) < INFO_SIZE:
             raise NetblkError(f"INFO reply carries {len(data)} bytes, not {INFO_SIZE}", op=OP_INFO)
-        return cls(*INFO_PAYLOAD.unpack_from(data))
+        queues = 1  # 56 bytes: a server from before queues=
+        if INFO_SIZE < len(data) < INFO_SIZE + INFO_QUEUES.size:
+            raise NetblkError(f"INFO reply carries {len(data)} bytes: cut inside its queues",
+                              op=OP_INFO)
+        if len(data) >= INFO_SIZE + INFO_QUEUES.size:
+            (queues,) = INFO_QUEUES.unpack_from(data, INFO_SIZE)
+        return cls(*INFO_PAYLOAD.unpack_from(data), queues=queues)
 
     def to_dict(self) -> dict:
         d = asdict(self)

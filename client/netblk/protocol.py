@@ -41,9 +41,10 @@ HEADER = struct.Struct(">IBBHHIQQQIIQ")
 HEADER_SIZE = HEADER.size  # 54
 TAG_OFFSET = 46  # the tag covers the header's bytes before it
 # size sector physical io_opt max_io max_read flags slots granularity max_trim max_zeroes
-# export_id
+# export_id, then (servers with queues=, from 0.4) queues
 INFO_PAYLOAD = struct.Struct(">QIIIIIIIIIIQ")
-INFO_SIZE = INFO_PAYLOAD.size  # 56
+INFO_SIZE = INFO_PAYLOAD.size  # 56: what every server sends
+INFO_QUEUES = struct.Struct(">I")  # at INFO_SIZE, when the answer is longer
 # Version 1's header: what an instance answers a datagram of another version in.
 V1_HEADER = struct.Struct(">IBBHQQIH")  # magic version op status handle offset length flags
 

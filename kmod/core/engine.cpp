@@ -63,6 +63,7 @@ int engine::init(const netblk_core_config &config)
 	nr_cpus_ = config.nr_cpus;
 	queues_ = config.queues ? config.queues : 1;
 	queue_ = config.queue;
+	geo_.queues = queues_;
 	frame_local_init(&local_, config);
 	reply_headroom_ = frame_headroom(local_) + header_size;
 	link_size_ = frame_link_size(local_);

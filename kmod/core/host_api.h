@@ -24,7 +24,7 @@ extern "C" {
 #include "kernel_api.h"	/* enum netblk_io_op */
 
 #define NETBLK_HOST_HEADER_SIZE 54	/* what netblk_host_core_ops.send gets before the data */
-#define NETBLK_HOST_INFO_SIZE 56	/* INFO's answer after the header */
+#define NETBLK_HOST_INFO_SIZE 60	/* INFO's answer after the header (56 from older servers) */
 
 /*
  * Why an attachment stopped for good: what the instance's INFO said in a

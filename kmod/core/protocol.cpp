@@ -34,6 +34,7 @@ bool geometry_init(geometry *g, u64 size_bytes, u32 sector_size, u32 payload_max
 	g->max_io = max_io;
 	g->max_read = max_io * read_datagrams_max;
 	g->slots = slots;
+	g->queues = 1;	/* the engine says how many the instance has */
 	g->read_only = read_only;
 	if (read_only) {
 		/*
@@ -125,6 +126,7 @@ void encode_info(u8 *p, const geometry &g)
 	store_be32(p + 40, g.max_trim);
 	store_be32(p + 44, g.max_write_zeroes);
 	store_be64(p + 48, g.export_id);
+	store_be32(p + 56, g.queues);
 }
 
 u64 export_id(const u8 *id, u32 len)
@@ -141,7 +143,8 @@ static bool sector_size_valid(u32 s)
 
 bool decode_info(const u8 *p, u32 len, geometry *g)
 {
-	if (len < info_payload_size)
+	/* 56 bytes (a server before queues=), or 60 and more: not cut in between */
+	if (len < info_payload_min || (len > info_payload_min && len < info_payload_size))
 		return false;
 
 	u32 flags = load_be32(p + 28);
@@ -160,6 +163,7 @@ bool decode_info(const u8 *p, u32 len, geometry *g)
 	g->volatile_cache = flags & info_flag_volatile_cache;
 	g->fua = flags & info_flag_fua;
 	g->export_id = load_be64(p + 48);
+	g->queues = len >= info_payload_size ? load_be32(p + 56) : 1;
 
 	u32 s = g->sector_size;
 
@@ -168,7 +172,7 @@ bool decode_info(const u8 *p, u32 len, geometry *g)
 	if (!g->max_read || g->max_read % g->max_io ||
 	    g->max_read / g->max_io > read_datagrams_max)
 		return false;
-	if (!g->slots || g->max_trim % s || g->max_write_zeroes % s)
+	if (!g->slots || !g->queues || g->max_trim % s || g->max_write_zeroes % s)
 		return false;
 	return true;
 }

@@ -82,7 +82,8 @@ enum status_code : u16 {
 constexpr u32 header_size = 54;
 constexpr u32 reserved_offset = 42;	/* a folded WRITE answer's bits */
 constexpr u32 tag_offset = 46;		/* the tag is the header's last 8 bytes */
-constexpr u32 info_payload_size = 56;
+constexpr u32 info_payload_size = 60;
+constexpr u32 info_payload_min = 56;	/* without queues: what servers before queues= sent */
 constexpr u32 read_datagrams_max = 16;	/* max_read = 16 x max_io */
 
 /* Protocol v1's header, which only the EPROTONOSUPPORT answer still speaks. */
@@ -111,7 +112,8 @@ struct geometry {
 	u32 io_opt;		/* optimal I/O size, 0: none given */
 	u32 max_io;
 	u32 max_read;
-	u32 slots;
+	u32 slots;		/* a queue's */
+	u32 queues;		/* the instance's: each with slots of its own */
 	u32 discard_granularity;
 	u32 max_trim;		/* bytes one TRIM may cover; 0: no TRIM */
 	u32 max_write_zeroes;	/* bytes one WRITE_ZEROES may cover; 0: none */

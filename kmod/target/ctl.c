@@ -25,38 +25,85 @@
 	{ NETBLK_S_DROP_##NAME, offsetof(struct netblk_stats, dropped[NETBLK_DROP_##NAME]) },
 #define NETBLK_REFUSAL_ROW(NAME, ...) \
 	{ NETBLK_S_REFUSED_##NAME, offsetof(struct netblk_stats, refused_by[NETBLK_REFUSED_##NAME]) },
-static const struct {
+struct netblk_stat_field {
 	u16 attr;
 	u16 offset;
-} netblk_stat_fields[] = {
+};
+
+static const struct netblk_stat_field netblk_stat_fields[] = {
 	NETBLK_STATS(NETBLK_STAT_ROW)
 	NETBLK_DROPS(NETBLK_DROP_ROW)
 	NETBLK_REFUSALS(NETBLK_REFUSAL_ROW)
 };
 
+/* Those of @s that @rows name, in a nest of type @type. */
+static int netblk_put_stat_rows(struct sk_buff *skb, int type, const struct netblk_stats *s,
+				const struct netblk_stat_field *rows, unsigned int n)
+{
+	struct nlattr *nest;
+	unsigned int i;
+
+	nest = nla_nest_start(skb, type);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < n; i++) {
+		const u64 *value = (const void *)s + rows[i].offset;
+
+		if (nla_put_u64_64bit(skb, rows[i].attr, *value, NETBLK_S_PAD)) {
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
 static int netblk_put_stats(struct sk_buff *skb, const struct netblk_instance *inst)
 {
 	struct netblk_stats s;
-	struct nlattr *nest;
-	unsigned int i;
 
 	/* every counter but the padding attribute has its row */
 	BUILD_BUG_ON(ARRAY_SIZE(netblk_stat_fields) != NETBLK_S_MAX - 1);
 	netblk_instance_read_stats(inst, &s);
-	nest = nla_nest_start(skb, NETBLK_A_STATS);
-	if (!nest)
-		return -EMSGSIZE;
-	for (i = 0; i < ARRAY_SIZE(netblk_stat_fields); i++) {
-		const u64 *value = (const void *)&s + netblk_stat_fields[i].offset;
+	return netblk_put_stat_rows(skb, NETBLK_A_STATS, &s, netblk_stat_fields,
+				    ARRAY_SIZE(netblk_stat_fields));
+}
 
-		if (nla_put_u64_64bit(skb, netblk_stat_fields[i].attr, *value, NETBLK_S_PAD))
+/* What each queue's NETBLK_Q_STATS holds (netblk_genl.h): a few, so 64 queues fit a message. */
+static const struct netblk_stat_field netblk_queue_stat_fields[] = {
+	NETBLK_STAT_ROW(REQUESTS, requests)
+	NETBLK_STAT_ROW(FRAMES_RX, frames_rx)
+	NETBLK_STAT_ROW(FRAMES_TX, frames_tx)
+	NETBLK_STAT_ROW(STEERED, steered)
+	NETBLK_STAT_ROW(SESSIONS_OPEN, sessions_open)
+	NETBLK_STAT_ROW(INFLIGHT_DISK, inflight_disk)
+};
+
+static int netblk_put_queues(struct sk_buff *skb, const struct netblk_instance *inst)
+{
+	const struct netblk_queue *q;
+	struct nlattr *list, *one;
+	struct netblk_stats s;
+
+	list = nla_nest_start(skb, NETBLK_A_QUEUE_LIST);
+	if (!list)
+		return -EMSGSIZE;
+	netblk_for_each_queue(q, inst) {
+		one = nla_nest_start(skb, NETBLK_A_QUEUE);
+		if (!one)
 			goto cancel;
+		netblk_core_read_stats(q->core, &s);
+		if (nla_put_u32(skb, NETBLK_Q_CPU, q->cpu) ||
+		    netblk_put_stat_rows(skb, NETBLK_Q_STATS, &s, netblk_queue_stat_fields,
+					 ARRAY_SIZE(netblk_queue_stat_fields)))
+			goto cancel;
+		nla_nest_end(skb, one);
 	}
-	nla_nest_end(skb, nest);
+	nla_nest_end(skb, list);
 	return 0;
 
 cancel:
-	nla_nest_cancel(skb, nest);
+	nla_nest_cancel(skb, list);
 	return -EMSGSIZE;
 }
 
@@ -126,7 +173,8 @@ int netblk_put_instance(struct sk_buff *skb, const struct netblk_instance *inst,
 			       &inst->opt) ||
 	    netblk_put_allow(skb, inst))
 		return -EMSGSIZE;
-	if ((what & NETBLK_PUT_STATS) && netblk_put_stats(skb, inst))
+	if ((what & NETBLK_PUT_STATS) &&
+	    (netblk_put_stats(skb, inst) || netblk_put_queues(skb, inst)))
 		return -EMSGSIZE;
 	if (what & NETBLK_PUT_LATENCY) {
 		const struct netblk_core *cores[NETBLK_QUEUES_MAX];

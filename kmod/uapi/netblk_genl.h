@@ -167,6 +167,12 @@ enum netblk_attr {
 	 */
 	NETBLK_START_OPTIONS(NETBLK_A_OPTION)
 	NETBLK_ATTACH_OPTIONS(NETBLK_A_OPTION)
+	/*
+	 * nested, LIST: the instance's queues (start queues=N), a NETBLK_A_QUEUE
+	 * nest each, in order: enum netblk_queue_attr
+	 */
+	NETBLK_A_QUEUE_LIST = 49,
+	NETBLK_A_QUEUE,
 	__NETBLK_A_MAX = NETBLK_A_NEXT,
 };
 #undef NETBLK_A_OPTION
@@ -217,6 +223,20 @@ enum netblk_stop_reason {
 	NETBLK_REASON_NIC_VLAN,
 	NETBLK_REASON_HANDOFF_DOWN,	/* its netblk<port> device was taken down */
 };
+
+/*
+ * One of an instance's queues (NETBLK_A_QUEUE): its worker's CPU, and the
+ * counters that show how work spreads over the queues, its own alone
+ * (nested: NETBLK_S_REQUESTS, _FRAMES_RX, _FRAMES_TX, _STEERED,
+ * _SESSIONS_OPEN, _INFLIGHT_DISK; NETBLK_A_STATS has them all, summed).
+ */
+enum netblk_queue_attr {
+	NETBLK_Q_UNSPEC,
+	NETBLK_Q_CPU,		/* u32 */
+	NETBLK_Q_STATS,		/* nested: enum netblk_stat_attr */
+	__NETBLK_Q_MAX,
+};
+#define NETBLK_Q_MAX (__NETBLK_Q_MAX - 1)
 
 /*
  * Counters of one instance, nested in NETBLK_A_STATS, each a u64: the

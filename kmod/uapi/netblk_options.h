@@ -111,6 +111,6 @@
 #define NETBLK_OPTION_CTYPE_u32		uint32_t
 
 /* The next free attribute number of enum netblk_attr. */
-#define NETBLK_A_NEXT 49
+#define NETBLK_A_NEXT 51
 
 #endif /* NETBLK_OPTIONS_H */

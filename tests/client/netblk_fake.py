@@ -124,8 +124,10 @@ class FakeServer:
                  eio=(), drop=None, corrupt_at: int | None = None,
                  fill: bytes | None = None, gate: int = 0, gate_wait: float = 10.0,
                  key: bytes | None = None, auth_data: bool = False, trim: bool = True,
-                 busy_hellos: int = 0, reverse: bool = False, forged_rejections: int = 0):
+                 busy_hellos: int = 0, reverse: bool = False, forged_rejections: int = 0,
+                 queues: int | None = None):
         self.size = size
+        self.queues = queues  # INFO's queues; None: a server before queues= (56 bytes)
         self.sector = sector
         self.max_io = max_io
         self.max_read = 16 * max_io
@@ -448,6 +450,8 @@ class FakeServer:
             body = struct.pack(">QIIIIIIIIIIQ", self.size, self.sector, self.sector, 0,
                                self.max_io, self.max_read, iflags, self.slots,
                                self.sector if trim else 0, big, big, 0x5EED)
+            if self.queues is not None:
+                body += struct.pack(">I", self.queues)
             # replies echo the request's offset and length (docs/protocol.md), 0 for INFO
             return [self._header(op, 0, handle, offset, length) + body]
         if op == OP_FLUSH:

@@ -125,6 +125,21 @@ def test_info_of_a_read_only_instance(server, capsys):
     assert "trim         no" in out and "write zeroes no" in out, out
 
 
+@pytest.mark.parametrize("server", [{"queues": 3}], indirect=True)
+def test_info_tells_queues(server):
+    """INFO's queues (docs/protocol.md), after the export id."""
+    with client_for(server) as c:
+        assert c.info().queues == 3
+        r = c.request(OP_INFO, 0, 0)
+    assert len(r.data) == 60
+
+
+def test_info_of_an_older_server_is_one_queue(server):
+    """A server from before queues= sends 56 bytes: one queue."""
+    with client_for(server) as c:
+        assert c.info().queues == 1
+
+
 def test_info_reply_too_short(server):
     # a request() sees the raw INFO reply; Info.unpack refuses a short one
     with client_for(server) as c:
@@ -132,6 +147,8 @@ def test_info_reply_too_short(server):
     assert r.status == 0 and len(r.data) == 56
     with pytest.raises(NetblkError, match="INFO reply carries 8 bytes"):
         netblk.Info.unpack(r.data[:8])
+    with pytest.raises(NetblkError, match="INFO reply carries 58 bytes: cut inside its queues"):
+        netblk.Info.unpack(r.data + b"\0\0")
 
 
 # ---- READ / WRITE round trips --------------------------------------------------------

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 
 import pytest
 
 from nbtest import Rig, ctl, host_elf, instances, leaked, refused, start, stats
-from netblk import OP_READ, OP_REPLY, OP_WRITE, pack_header
+from netblk import OP_INFO, OP_READ, OP_REPLY, OP_WRITE, pack_header
 
 _PROGRAMS = {f"/usr/sbin/{name}-full" if name == "ip" else f"/usr/sbin/{name}": p
              for name in ("ip", "ethtool") if (p := host_elf(name))}
@@ -97,6 +98,14 @@ def test_two_queues_serve_each_session_on_its_own(qrig):
     b.port = 40001
     assert {queue_of(a), queue_of(b)} == {0, 1}, (a, b)
     assert stats(g, PORT)["sessions_open"] == 2
+    # INFO tells a client the queues, each with its own slots
+    f = qrig.request(session=a, src_port=a.port)
+    f.payload = pack_header(OP_INFO, 0, 0, 5, session=a.id, token=a.token)
+    r = qrig.replies(f, cpu=0)
+    assert len(r) == 1 and r[0]["status"] == 0 and len(r[0]["data"]) == 60, r
+    slots, = struct.unpack_from(">I", r[0]["data"], 32)
+    queues, = struct.unpack_from(">I", r[0]["data"], 56)
+    assert (slots, queues) == (256, 2), (slots, queues)
 
     before = stats(g, PORT)
     data_a, data_b = os.urandom(512), os.urandom(512)
@@ -113,6 +122,16 @@ def test_two_queues_serve_each_session_on_its_own(qrig):
     for cpu in (0, 1):
         assert read(qrig, a, 8192, 512, 10 + cpu, cpu=cpu) == data_a
         assert read(qrig, b, 12288, 512, 10 + cpu, cpu=cpu) == data_b
+    # list says each queue's share: both carried traffic, a session each
+    inst = instances(g)[PORT]
+    ql = inst["queue_list"]
+    assert [q["cpu"] for q in ql] == [w[f"netblk/{PORT}-0"], w[f"netblk/{PORT}-1"]], (ql, w)
+    assert all(q["requests"] > 0 and q["sessions_open"] == 1 for q in ql), ql
+    for k in ("requests", "steered", "frames_tx", "sessions_open"):
+        assert sum(q[k] for q in ql) == inst["stats"][k], (k, ql, inst["stats"])
+    rc, out, err = ctl(g, "list")
+    assert rc == 0 and re.search(r"queues: 0 on cpu \d: requests \d+, sessions 1, steered \d+; "
+                                 r"1 on cpu \d: requests \d+, sessions 1", out), (out, err)
     ctl(g, "stop", str(PORT))
     assert PORT not in instances(g)
     assert not workers(g, PORT)

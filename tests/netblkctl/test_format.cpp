@@ -212,13 +212,42 @@ TEST(FormatInstanceJson, HoldsEveryFieldAndParses)
 	EXPECT_TRUE(contains(j, "\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
 		"\"refused_eoverflow\": 0, \"refused_eusers\": 0, \"refused_ealready\": 0, "
 		"\"refused_eexist\": 0, "
-		"\"not_allowed\": null}, \"latency\": null},\n  {")) << "json separator";
+		"\"not_allowed\": null}, \"latency\": null, \"queue_list\": []},\n  {")) << "json separator";
 	EXPECT_TRUE(ends_with(j, "\"refused_eprotonosupport\": 0, \"refused_estale\": 0, "
 		"\"refused_eoverflow\": 0, \"refused_eusers\": 0, \"refused_ealready\": 0, "
 		"\"refused_eexist\": 0, "
-		"\"not_allowed\": null}, \"latency\": null}\n]\n")) << "json tail";
+		"\"not_allowed\": null}, \"latency\": null, \"queue_list\": []}\n]\n")) << "json tail";
 	EXPECT_TRUE(contains(j, "\"duplicates\": 17, ")) << "json duplicates";
 	EXPECT_TRUE(valid_json(j)) << "json list parses";
+}
+
+/* An instance of two queues: each queue's CPU and own counters, in JSON and text. */
+TEST(FormatInstance, SaysEachQueuesShare)
+{
+	netblk_instance q = example();
+	netblk_queue_info a, b;
+
+	a.cpu = 1;
+	a.stats[NETBLK_S_REQUESTS] = 5;
+	a.stats[NETBLK_S_STEERED] = 2;
+	a.stats[NETBLK_S_SESSIONS_OPEN] = 1;
+	b.cpu = 0;
+	b.stats[NETBLK_S_REQUESTS] = 7;
+	b.stats[NETBLK_S_FRAMES_TX] = 9;
+	b.stats[NETBLK_S_SESSIONS_OPEN] = 1;
+	q.queue_list = {a, b};
+	std::string j = format_instances_json({q});
+	EXPECT_TRUE(valid_json(j)) << j;
+	EXPECT_TRUE(contains(j, "\"queue_list\": [{\"cpu\": 1, \"requests\": 5, \"inflight_disk\": 0, "
+			     "\"frames_rx\": 0, \"steered\": 2, \"frames_tx\": 0, \"sessions_open\": 1}, "
+			     "{\"cpu\": 0, \"requests\": 7, \"inflight_disk\": 0, \"frames_rx\": 0, "
+			     "\"steered\": 0, \"frames_tx\": 9, \"sessions_open\": 1}]}")) << j;
+	EXPECT_TRUE(contains(format_instance_text(q),
+			     "\n  queues: 0 on cpu 1: requests 5, sessions 1, steered 2; "
+			     "1 on cpu 0: requests 7, sessions 1, steered 0\n"))
+		<< format_instance_text(q);
+	q.queue_list = {a};
+	EXPECT_FALSE(contains(format_instance_text(q), "queues:")) << "one queue: no line";
 }
 
 TEST(FormatInstanceJson, LatencyIsExactWhereKnownAndNullWithoutSamples)
@@ -233,7 +262,7 @@ TEST(FormatInstanceJson, LatencyIsExactWhereKnownAndNullWithoutSamples)
 		  "\"latency\": {\"count\": 100, \"max_ns\": 225757123, \"sum_ns\": null, "
 		  "\"p50_us\": 75.263, "
 		  "\"p99_us\": 225076.193, \"p999_us\": 225757.123, \"linear_limit\": 128, "
-		  "\"sub_buckets\": 64, \"buckets\": [[713, 98], [1451, 2]], \"ops\": {}}}"))
+		  "\"sub_buckets\": 64, \"buckets\": [[713, 98], [1451, 2]], \"ops\": {}}, \"queue_list\": []}"))
 			<< "json latency";
 	l.latency.sum_ns = 458934022;
 	l.latency.ops = {{2, 98, 7419776}, {4, 2, 451514246}};

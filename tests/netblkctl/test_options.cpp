@@ -53,6 +53,8 @@ constexpr bool attr_number(int nr)
 	case NETBLK_A_WAITING_FOR:
 	case NETBLK_A_DISK_NAME:
 	case NETBLK_A_XDP_DROPPED:
+	case NETBLK_A_QUEUE_LIST:
+	case NETBLK_A_QUEUE:
 	NETBLK_START_OPTIONS(CASE_OF)
 	NETBLK_ATTACH_OPTIONS(CASE_OF)
 		return true;
@@ -117,6 +119,8 @@ constexpr pinned abi[] = {
 	{NETBLK_A_PER_SOURCE, 46},
 	{NETBLK_A_DISK_TRIES, 47},
 	{NETBLK_A_QUEUES, 48},
+	{NETBLK_A_QUEUE_LIST, 49},
+	{NETBLK_A_QUEUE, 50},
 };
 
 TEST(Options, AttributeNumbersNeverChange)

@@ -171,6 +171,30 @@ TEST(Codec, InfoPayload)
 	EXPECT_EQ(load_be32(p + 40), 1u << 30);
 	EXPECT_EQ(load_be32(p + 44), 1u << 20);
 	EXPECT_EQ(load_be64(p + 48), 0x0123456789abcdefull);
+	EXPECT_EQ(load_be32(p + 56), 1u) << "one queue unless the engine says";
+}
+
+/*
+ * INFO tells the instance's queues after the export id; an answer of 56
+ * bytes (a server from before queues=) is one queue, and none is refused.
+ */
+TEST(Codec, InfoTellsQueues)
+{
+	geometry g = make_geometry(), back{};
+	u8 p[info_payload_size];
+
+	g.queues = 4;
+	encode_info(p, g);
+	EXPECT_EQ(load_be32(p + 56), 4u);
+	ASSERT_TRUE(decode_info(p, sizeof(p), &back));
+	EXPECT_EQ(back.queues, 4u);
+	EXPECT_EQ(back.slots, 256u) << "a queue's slots";
+	ASSERT_TRUE(decode_info(p, info_payload_min, &back));
+	EXPECT_EQ(back.queues, 1u);
+	EXPECT_FALSE(decode_info(p, info_payload_min - 1, &back));
+	EXPECT_FALSE(decode_info(p, info_payload_min + 2, &back)) << "cut inside queues";
+	store_be32(p + 56, 0);
+	EXPECT_FALSE(decode_info(p, sizeof(p), &back)) << "no queue at all";
 }
 
 /*

@@ -222,6 +222,23 @@ TEST_F(queues, EachQueueHasItsOwnSlots)
 	EXPECT_EQ(q[0]->free_slots_left(), (uint32_t)NETBLK_SLOTS);
 }
 
+/* INFO says how many queues the instance has, each with the slots it says. */
+TEST_F(queues, InfoTellsTheQueues)
+{
+	ASSERT_TRUE(fake_open_session(q[1], 1000, 0x3333));
+	std::vector<u8> f = to_server(request(nb::op_info, 0, 0));
+	uint32_t len = (uint32_t)f.size();
+	netblk_core_receive(q[1]->core, 1, f.data(), f.data(), &len, nullptr, 0, 2000);
+	netblk_core_submit(q[1]->core, 2000);
+	while (netblk_core_reply(q[1]->core, 2000))
+		;
+	ASSERT_FALSE(q[1]->sent.empty());
+	std::vector<u8> info = reply_data(q[1]->sent.back());
+	ASSERT_EQ(info.size(), nb::info_payload_size);
+	EXPECT_EQ(nb::load_be32(info.data() + 32), (u32)NETBLK_SLOTS);
+	EXPECT_EQ(nb::load_be32(info.data() + 56), 2u);
+}
+
 /* With one queue nothing is read for steering, and nothing counted. */
 TEST(SessionQueuesOne, OneQueueTakesEverything)
 {

@@ -90,7 +90,7 @@ using nb::op_read;
 using nb::op_write;
 using nb::proto_magic;
 constexpr uint8_t op_reply = nb::op_reply_bit;
-constexpr size_t info_size = nb::info_payload_size;
+constexpr size_t info_size = nb::info_payload_min;	/* what any server sends at least */
 constexpr uint16_t status_eagain = nb::status_eagain;
 constexpr uint64_t seq_span = 512;  // half the instance's replay window
 // A datagram still unanswered when one sent `gap` sends after it was answered

@@ -283,7 +283,17 @@ void instance_json(std::ostream &o, const netblk_instance &inst)
 	  << (inst.not_allowed ? std::to_string(*inst.not_allowed) : "null");
 	o << "}, \"latency\": ";
 	latency_json(o, inst.latency);
-	o << "}";
+	o << ", \"queue_list\": [";
+	for (size_t i = 0; i < inst.queue_list.size(); i++) {
+		const netblk_queue_info &q = inst.queue_list[i];
+
+		o << (i ? ", " : "") << "{\"cpu\": " << q.cpu;
+		for (const auto &c : stat_infos)
+			if (queue_counter(c.attr))
+				o << ", \"" << c.name << "\": " << q.stats[c.attr];
+		o << "}";
+	}
+	o << "]}";
 }
 
 } // namespace
@@ -509,6 +519,41 @@ std::string format_attached_text(const netblk_attached &att)
 	return o.str();
 }
 
+// A counter each queue of an instance reports (netblk_genl.h's NETBLK_Q_STATS).
+bool queue_counter(netblk_stat_attr s)
+{
+	switch (s) {
+	case NETBLK_S_REQUESTS:
+	case NETBLK_S_FRAMES_RX:
+	case NETBLK_S_FRAMES_TX:
+	case NETBLK_S_STEERED:
+	case NETBLK_S_SESSIONS_OPEN:
+	case NETBLK_S_INFLIGHT_DISK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+// "queue 0 on cpu 1: requests 10, sessions 2, steered 0; queue 1 ...", for several.
+static std::string queues_text(const netblk_instance &inst)
+{
+	std::ostringstream o;
+
+	if (inst.queue_list.size() < 2)
+		return "";
+	o << "  queues:";
+	for (size_t i = 0; i < inst.queue_list.size(); i++) {
+		const netblk_queue_info &q = inst.queue_list[i];
+
+		o << (i ? ";" : "") << " " << i << " on cpu " << q.cpu << ": requests "
+		  << q.stats[NETBLK_S_REQUESTS] << ", sessions " << q.stats[NETBLK_S_SESSIONS_OPEN]
+		  << ", steered " << q.stats[NETBLK_S_STEERED];
+	}
+	o << "\n";
+	return o.str();
+}
+
 std::string format_instance_text(const netblk_instance &inst)
 {
 	std::bitset<NETBLK_S_MAX + 1> shown;	// the counters the lines below show
@@ -537,6 +582,7 @@ std::string format_instance_text(const netblk_instance &inst)
 	NETBLK_START_OPTIONS(KNOB_WORD_OF_INST)
 	if (!words.empty())
 		o << "  options:" << words << "\n";
+	o << queues_text(inst);
 	o << "  requests " << st(NETBLK_S_REQUESTS) << ", " << bad_text(inst) << ", "
 	  << refused_text(inst) << ", in flight " << inflight(inst) << " of " << inst.slots
 	  << ": queued " << st(NETBLK_S_INFLIGHT_QUEUED)

@@ -24,6 +24,13 @@ static_assert(key_text_bytes == NETBLK_KEY_BYTES, "a key file holds one instance
 #define NETBLK_CTL_HAVE_TYPE_u32 uint32_t
 #define NETBLK_CTL_HAVE_FIELD(NAME, name, nr, type, ...) NETBLK_CTL_HAVE_TYPE_##type name{};
 
+// One of an instance's queues (NETBLK_A_QUEUE): its worker's CPU and its
+// own share of a few counters (netblk_genl.h's enum netblk_queue_attr).
+struct netblk_queue_info {
+	uint32_t cpu = 0;
+	std::array<uint64_t, NETBLK_S_MAX + 1> stats{};	// those the kernel sends a queue
+};
+
 // Attributes the kernel did not send stay zero / empty.
 struct netblk_instance {
 	std::string device;
@@ -54,6 +61,7 @@ struct netblk_instance {
 	uint32_t xdp_dropped = 0;
 	std::array<uint64_t, NETBLK_S_MAX + 1> stats{};	// by enum netblk_stat_attr
 	latency_hist latency;		// NETBLK_A_LATENCY (LIST only)
+	std::vector<netblk_queue_info> queue_list;	// NETBLK_A_QUEUE_LIST (LIST only)
 	// Datagrams the NIC's XDP program dropped for a source not on the
 	// allowlist (its own counter, not the module's); nullopt: not read.
 	std::optional<uint64_t> not_allowed;
@@ -223,6 +231,8 @@ std::string format_attached_text(const netblk_attached &att);
 std::string format_attached_json(const std::vector<netblk_attached> &atts);
 
 // The lines `netblkctl list` prints for one instance (newline-terminated).
+// Whether each queue of an instance reports counter @s (NETBLK_Q_STATS).
+bool queue_counter(netblk_stat_attr s);
 std::string format_instance_text(const netblk_instance &inst);
 
 // `netblkctl list --json`: an array of objects (newline-terminated), one per

@@ -110,6 +110,44 @@ int stat_attr_cb(const nlattr *a, void *data)
 	return MNL_CB_OK;
 }
 
+int queue_stat_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_S_UNSPEC || type == NETBLK_S_PAD || type > NETBLK_S_MAX)
+		return MNL_CB_OK;
+	if (!get_uint(a, ctx->inst->queue_list.back().stats[type]))
+		return fail(ctx, type, "queue stat ");
+	return MNL_CB_OK;
+}
+
+int queue_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_Q_CPU)
+		return get_uint(a, ctx->inst->queue_list.back().cpu) ? MNL_CB_OK
+								     : fail(ctx, type, "queue ");
+	if (type == NETBLK_Q_STATS) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+			return fail(ctx, type, "queue ");
+		return mnl_attr_parse_nested(a, queue_stat_cb, ctx);
+	}
+	return MNL_CB_OK;	// unknown to this netblkctl: ignored
+}
+
+// NETBLK_A_QUEUE_LIST: a NETBLK_A_QUEUE nest a queue, in order.
+int queue_list_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<parse_ctx *>(data);
+	if (mnl_attr_get_type(a) != NETBLK_A_QUEUE)
+		return MNL_CB_OK;
+	if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+		return fail(ctx, NETBLK_A_QUEUE);
+	ctx->inst->queue_list.emplace_back();
+	return mnl_attr_parse_nested(a, queue_attr_cb, ctx);
+}
+
 // NETBLK_L_BUCKETS: an array of struct netblk_latency_bucket, which the
 // attribute's 4-byte alignment does not align for its u64.
 bool get_buckets(const nlattr *a, latency_hist &h)
@@ -229,6 +267,12 @@ int instance_attr_cb(const nlattr *a, void *data)
 		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
 			return fail(ctx, type);
 		return mnl_attr_parse_nested(a, stat_attr_cb, ctx);
+	}
+	if (type == NETBLK_A_QUEUE_LIST) {
+		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
+			return fail(ctx, type);
+		ctx->inst->queue_list.clear();
+		return mnl_attr_parse_nested(a, queue_list_cb, ctx);
 	}
 	if (type == NETBLK_A_ALLOW) {
 		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0)
