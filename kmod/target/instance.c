@@ -458,7 +458,7 @@ static int netblk_count_queues(struct netblk_instance *inst, const struct netblk
 				   inst->nic->name, inst->driver);
 		return -ENXIO;
 	}
-	if (!netblk_start_given(p, QUEUES) || !p->opt.queues)
+	if (!netblk_start_given(p, QUEUES))
 		return min3(cpus, rx, (u32)NETBLK_QUEUES_MAX);
 	if (p->opt.queues > cpus) {
 		/* a worker a CPU (netlink cuts a message at 80 bytes) */

@@ -87,10 +87,11 @@
 	  "default 6)")							\
 	/*								\
 	 * workers, each pinned to a CPU of its own with its own slots and	\
-	 * sessions; 0 (absent): as many as the NIC has RX queues, at most	\
-	 * the CPUs it transmits XDP from.  LIST says the number run.		\
+	 * sessions.  Absent: as many as the NIC has RX queues, at most the	\
+	 * CPUs it transmits XDP from (instance.c); LIST says the number	\
+	 * run, so its default here is 1, the one netblkctl leaves unsaid	\
 	 */									\
-	X(QUEUES, queues, 48, u32, 0, 64, 0, gen, "queues", "N",		\
+	X(QUEUES, queues, 48, u32, 1, 64, 1, gen, "queues", "N",		\
 	  "workers, each on a CPU of its own with its own slots and\n"	\
 	  "sessions (1..64; default: the NIC's RX queues, at most the\n"	\
 	  "CPUs it can send XDP frames from)")

@@ -148,6 +148,11 @@ def test_queues_default_to_the_nics_rx_queues(qrig):
     assert inst[PORT]["queues"] == 2 and inst[7101]["queues"] == 1, inst
     assert sorted(workers(g, PORT)) == [f"netblk/{PORT}-0", f"netblk/{PORT}-1"]
     assert list(workers(g, 7101)) == ["netblk/7101"]
+    # what runs is said, and saved, when more than one
+    rc, out, err = ctl(g, "list")
+    assert rc == 0 and out.count("options: queues=2") == 1 and "queues=1" not in out, out
+    saved = g.check("netblkctl save /tmp/q.conf && cat /tmp/q.conf")
+    assert saved.count("queues=") == 1 and "queues=2" in saved, saved
 
 
 def test_queues_refused(qrig):
@@ -157,6 +162,7 @@ def test_queues_refused(qrig):
     refused(g, r"^netblkctl: queues=3: nbv0 sends XDP from 2 CPUs \(0-1\): at most queues=2$",
             "start", P1, PORT, "dev=nbv0", "queues=3")
     refused(g, r"bad queues= '65'", "start", P1, PORT, "dev=nbv0", "queues=65")
+    refused(g, r"bad queues= '0'", "start", P1, PORT, "dev=nbv0", "queues=0")
     assert PORT not in instances(g)
 
 
