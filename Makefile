@@ -154,7 +154,8 @@ build/unit/netblk_unit_tests: $(UNIT_OBJS)
 # skeleton: it is made before them (then -MMD knows it).
 CTL_TEST_SRCS := $(wildcard tests/netblkctl/*.cpp)
 CTL_TESTED_SRCS := $(addprefix tools/netblkctl/,format.cpp key_text.cpp genl.cpp netblk.cpp \
-	xdp.cpp settings.cpp config.cpp latency.cpp prometheus.cpp watch.cpp exporter.cpp options.cpp cli.cpp)
+	xdp.cpp settings.cpp config.cpp latency.cpp prometheus.cpp watch.cpp exporter.cpp options.cpp cli.cpp \
+	usage.cpp)
 CTL_TEST_FLAGS := $(UNIT_FLAGS) -Itools/netblkctl -Ibpf -Ibuild/bpf
 CTL_TEST_OBJS := $(patsubst %.cpp,build/unit/ctl/%.o,$(CTL_TEST_SRCS) $(CTL_TESTED_SRCS)) \
 	build/unit/obj/kmod/core/histogram.o
