@@ -33,6 +33,7 @@ NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 # netblkctl and the load generator, built natively and for arm64 alike.
 # kmod/core/histogram.cpp: netblkctl reads percentiles with the core's code.
 NETBLKCTL_PREREQS := $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h kmod/uapi/netblk_counters.h \
+	kmod/uapi/netblk_options.h \
 	kmod/uapi/netblk_version.h kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h \
 	kmod/core/core_api.h build/bpf/netblk.skel.h
 NETBLKCTL_INCLUDES := -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf
