@@ -73,7 +73,10 @@ def words(text: str) -> set[str]:
 
 
 def man_sections(name: str) -> dict[str, str]:
+    """The page's sections by heading, without scdoc's comment lines (the
+    markers of the regions tests/netblkctl/test_docs.cpp generates)."""
     text = (ROOT / "man" / f"{name}.scd").read_text()
+    text = re.sub(r"^;( .*)?\n", "", text, flags=re.M)
     parts = re.split(r"^# (\S[^\n]*)$", text, flags=re.M)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 

@@ -671,6 +671,21 @@ option_usage usage_of(const option_table<Args, Have> &table)
 	return u;
 }
 
+// The options' words as the bash completion offers them: a flag's word,
+// "name=" for one that takes a value, in the order of the usage.
+template <class Args, class Have>
+std::string words_of(const option_table<Args, Have> &table)
+{
+	std::string words;
+	for (const option_desc<Args, Have> &o : table.options)
+		words += (words.empty() ? "" : " ") + std::string(o.name) +
+			 (o.kind == option_kind::flag ? "" : "=");
+	return words;
+}
+
+// start's word after its options, which is no request's option.
+constexpr char exist_ok_word[] = "--exist-ok";
+
 } // namespace
 
 option_usage start_option_usage()
@@ -681,6 +696,16 @@ option_usage start_option_usage()
 option_usage attach_option_usage()
 {
 	return usage_of(attach_options);
+}
+
+std::string start_option_words()
+{
+	return words_of(start_options) + " " + exist_ok_word;
+}
+
+std::string attach_option_words()
+{
+	return words_of(attach_options);
 }
 
 std::string format_start_options(const netblk_instance &inst, uint32_t nic_mtu)
@@ -717,7 +742,7 @@ std::string parse_start_argv(const std::vector<std::string_view> &argv, netblk_s
 	args.port = *port;
 	exist_ok = false;
 	for (size_t i = 2; i < argv.size(); i++) {
-		if (argv[i] == "--exist-ok") {
+		if (argv[i] == exist_ok_word) {
 			exist_ok = true;
 			continue;
 		}

@@ -1,5 +1,9 @@
-// netblkctl's usage: see usage.h.
+// netblkctl's usage and the documentation made from it: see usage.h.
 #include "usage.h"
+
+#include <cctype>
+#include <string_view>
+#include <vector>
 
 #include "config.h"
 #include "options.h"
@@ -52,4 +56,127 @@ std::string usage_text()
 		"        alone what matches, start again what differs, stop or detach the rest\n"
 		"genkey  print a new random key for key= (keep it where only root can read it)\n"
 		"--version  netblkctl's release and the loaded module's\n";
+}
+
+namespace {
+
+// The columns of the usage's synopses: "usage: " or its width of blanks
+// before each command, more before the lines an option breaks onto.
+constexpr size_t command_column = 7;
+
+// The usage's synopses, a line each as it prints them (the first
+// paragraph, up to the blank line).
+std::vector<std::string> synopsis_lines()
+{
+	std::string text = usage_text();
+	std::vector<std::string> lines;
+	for (size_t at = 0, nl; (nl = text.find('\n', at)) != text.npos && nl != at; at = nl + 1)
+		lines.push_back(text.substr(at, nl - at));
+	return lines;
+}
+
+// A line that starts a command's synopsis, not one an option broke onto.
+bool starts_command(const std::string &line)
+{
+	return line.size() > command_column && line[command_column] != ' ';
+}
+
+bool is_word_char(char c)
+{
+	return islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
+	       c == '-';
+}
+
+// A literal word of the usage: "start", "--json", "ro"; not "<port>" or
+// "FILE" or "|".
+bool is_literal(std::string_view w)
+{
+	if (w.starts_with("--"))
+		w.remove_prefix(2);
+	if (w.empty() || !islower(static_cast<unsigned char>(w[0])))
+		return false;
+	for (char c : w)
+		if (!is_word_char(c))
+			return false;
+	return true;
+}
+
+// The usage's words after a command in scdoc: words and option names bold
+// ("[*ro*]", "*dev=*"), <placeholders> and upper-case names underlined
+// ("_port_", "_IFACE_"), a choice's words after '=' plain ("header|full"),
+// the rest as it is.
+std::string man_markup(std::string_view s)
+{
+	std::string out;
+	for (size_t i = 0; i < s.size();) {
+		char c = s[i];
+		size_t j = i + 1;
+		if (c == '<') {
+			j = s.find('>', i);
+			out += "_" + std::string(s.substr(i + 1, j - i - 1)) + "_";
+			j++;
+		} else if (isupper(static_cast<unsigned char>(c))) {
+			while (j < s.size() && isalpha(static_cast<unsigned char>(s[j])))
+				j++;
+			out += "_" + std::string(s.substr(i, j - i)) + "_";
+		} else if (islower(static_cast<unsigned char>(c)) || s.substr(i, 2) == "--") {
+			while (j < s.size() && is_word_char(s[j]))
+				j++;
+			bool takes_value = j < s.size() && s[j] == '=';
+			out += "*" + std::string(s.substr(i, j - i + takes_value)) + "*";
+			j += takes_value;
+			while (takes_value && j < s.size() && (islower(static_cast<unsigned char>(s[j])) ||
+							       s[j] == '|'))
+				out += s[j++];
+		} else {
+			out += c;
+		}
+		i = j;
+	}
+	return out;
+}
+
+// A synopsis in scdoc: the command and the words that follow it bold as
+// one ("*netblkctl stats --prometheus*"), then the rest marked up.
+std::string man_synopsis(std::string_view line)
+{
+	size_t end = 0;
+	for (size_t at = 0; at < line.size();) {
+		size_t sp = std::min(line.find(' ', at), line.size());
+		if (!is_literal(line.substr(at, sp - at)))
+			break;
+		end = sp;
+		at = sp + 1;
+	}
+	return "*" + std::string(line.substr(0, end)) + "*" + man_markup(line.substr(end));
+}
+
+} // namespace
+
+std::string format_readme_usage()
+{
+	std::string out = "\n";
+	for (const std::string &line : synopsis_lines())
+		out += "    " + line.substr(command_column) + "\n";
+	return out + "\n";
+}
+
+std::string format_man_synopsis()
+{
+	std::string out, line;
+	for (const std::string &l : synopsis_lines()) {
+		if (starts_command(l) && !line.empty()) {
+			out += man_synopsis(line) + "\n\n";
+			line.clear();
+		}
+		size_t text = l.find_first_not_of(' ', command_column);
+		line += (line.empty() ? "" : " ") + l.substr(text);
+	}
+	return out + man_synopsis(line) + "\n";
+}
+
+std::string format_completion_options(knob_command c)
+{
+	std::string words = c == knob_command::start ? start_option_words() : attach_option_words();
+	return "\t\t\tCOMPREPLY=($(compgen -W \"" + words + "\" -- \"$cur\"))\n";
 }

@@ -1,4 +1,8 @@
-// netblkctl's usage, as --help prints it.
+// netblkctl's usage, as --help prints it, and the user documentation made
+// from it and from its option tables: each a region of
+// its file (README.md, man/netblkctl.8.scd, netblkctl.bash-completion)
+// between markers, which tests/netblkctl/test_docs.cpp compares with what
+// these say and NETBLK_UPDATE_DOCS=1 build/unit/netblkctl_tests writes.
 #pragma once
 
 #include <string>
@@ -6,3 +10,18 @@
 // The whole usage: each command's synopsis, then what each does; start's
 // and attach's options from their tables (options.h).
 std::string usage_text();
+
+// README.md's "## netblkctl" block: the usage's synopses, indented as code,
+// between blank lines.
+std::string format_readme_usage();
+
+// netblkctl(8)'s SYNOPSIS: each of the usage's synopses a paragraph, in
+// scdoc's bold and underline.
+std::string format_man_synopsis();
+
+// The command whose options a text is of.
+enum class knob_command { start, attach };
+
+// The bash completion's line that offers the command's options after
+// <port>.
+std::string format_completion_options(knob_command c);
