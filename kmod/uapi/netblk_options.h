@@ -83,8 +83,8 @@
 	 */									\
 	X(DISK_TRIES, disk_tries, 47, u32, 1, 16, 6, gen, "disk-tries", "N",	\
 	  "times a request the disk refuses for now is tried before\n"	\
-	  "it is answered EAGAIN, the waits doubling from 50 us (1..16,\n"	\
-	  "default 6)")
+	  "it is answered EAGAIN (1..16, default 6); the waits double\n"	\
+	  "from 50 us, and from the fourth try on the worker may block")
 
 /* ATTACH's knobs (ATTACHED says them back). */
 #define NETBLK_ATTACH_OPTIONS(X)						\

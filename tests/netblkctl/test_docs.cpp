@@ -24,10 +24,24 @@ TEST(Docs, TheReadmeUsageIsNetblkctls)
 		      format_readme_usage());
 }
 
+TEST(Docs, TheReadmeDescribesEveryGenKnob)
+{
+	expect_region({readme, "<!-- ", " -->\n", "start knobs", "format_readme_knobs()"},
+		      format_readme_knobs());
+}
+
 TEST(Docs, TheManSynopsisIsTheUsage)
 {
 	expect_region({man, "; ", "\n", "synopsis", "format_man_synopsis()"},
 		      format_man_synopsis());
+}
+
+TEST(Docs, TheManDescribesEveryGenKnob)
+{
+	expect_region({man, "; ", "\n", "start knobs", "format_man_knobs()"},
+		      format_man_knobs(knob_command::start));
+	expect_region({man, "; ", "\n", "attach knobs", "format_man_knobs()"},
+		      format_man_knobs(knob_command::attach));
 }
 
 TEST(Docs, TheCompletionOffersEveryOption)

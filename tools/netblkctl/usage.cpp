@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "config.h"
+#include "netblk_options.h"
 #include "options.h"
 
 std::string usage_text()
@@ -151,6 +152,82 @@ std::string man_synopsis(std::string_view line)
 	return "*" + std::string(line.substr(0, end)) + "*" + man_markup(line.substr(end));
 }
 
+// `text`'s words in lines of at most `width` characters, `first` and
+// `next` included: what begins the first line and the others.
+std::string wrap(const std::string &first, const std::string &next, std::string_view text,
+		 size_t width)
+{
+	std::string out, line = first;
+	size_t line_start = line.size();	// where the line's words begin
+	while (!text.empty()) {
+		size_t sp = std::min(text.find(' '), text.size());
+		std::string_view w = text.substr(0, sp);
+		text.remove_prefix(std::min(sp + 1, text.size()));
+		bool first_word = line.size() == line_start;
+		if (!first_word && line.size() + 1 + w.size() > width) {
+			out += line + "\n";
+			line = next;
+			line_start = line.size();
+			first_word = true;
+		}
+		line += (first_word ? "" : " ") + std::string(w);
+	}
+	return out + line + "\n";
+}
+
+// A knob of netblk_options.h marked "gen", as its docs say it.
+struct knob_doc {
+	const char *cli;	// the word before '=' (a flag's whole word)
+	const char *metavar;
+	const char *help;	// lines separated by '\n'
+	bool flag;
+};
+
+#define KNOB_FLAG_flag true
+#define KNOB_FLAG_u16 false
+#define KNOB_FLAG_u32 false
+#define KNOB_DOC_own(cli, mv, hlp, is_flag)
+#define KNOB_DOC_gen(cli, mv, hlp, is_flag) {cli, mv, hlp, is_flag},
+#define KNOB_DOC(NAME, fld, nr, type, lo, hi, dflt, ctl, cli, mv, hlp)		\
+	KNOB_DOC_##ctl(cli, mv, hlp, KNOB_FLAG_##type)
+
+std::vector<knob_doc> gen_knobs(knob_command c)
+{
+	if (c == knob_command::attach)
+		return {NETBLK_ATTACH_OPTIONS(KNOB_DOC)};
+	return {NETBLK_START_OPTIONS(KNOB_DOC)};
+}
+
+// The help as one sentence: its lines joined, a full stop at the end.
+std::string sentence(const knob_doc &k)
+{
+	std::string s = k.help;
+	for (char &c : s)
+		if (c == '\n')
+			c = ' ';
+	return s.ends_with('.') ? s : s + ".";
+}
+
+// Text in scdoc: its own marks escaped, but an underscore inside a word
+// ("BLK_STS_AGAIN"), which scdoc leaves alone.
+std::string man_escape(std::string_view s)
+{
+	std::string out;
+	for (size_t i = 0; i < s.size(); i++) {
+		bool in_word = i > 0 && i + 1 < s.size() && isalnum(static_cast<unsigned char>(s[i - 1])) &&
+			       isalnum(static_cast<unsigned char>(s[i + 1]));
+		if (s[i] == '\\' || s[i] == '*' || (s[i] == '_' && !in_word))
+			out += '\\';
+		out += s[i];
+	}
+	return out;
+}
+
+// The widths of the generated paragraphs: README.md's bullets, and the man
+// page's text after its two tabs (a tab counted as one).
+constexpr size_t readme_width = 76;
+constexpr size_t man_width = 66;
+
 } // namespace
 
 std::string format_readme_usage()
@@ -159,6 +236,15 @@ std::string format_readme_usage()
 	for (const std::string &line : synopsis_lines())
 		out += "    " + line.substr(command_column) + "\n";
 	return out + "\n";
+}
+
+std::string format_readme_knobs()
+{
+	std::string out;
+	for (const knob_doc &k : gen_knobs(knob_command::start))
+		out += wrap("- `" + std::string(k.cli) + (k.flag ? "" : "=") + "`: ", "  ",
+			    sentence(k), readme_width);
+	return out;
 }
 
 std::string format_man_synopsis()
@@ -173,6 +259,18 @@ std::string format_man_synopsis()
 		line += (line.empty() ? "" : " ") + l.substr(text);
 	}
 	return out + man_synopsis(line) + "\n";
+}
+
+std::string format_man_knobs(knob_command c)
+{
+	std::string out;
+	for (const knob_doc &k : gen_knobs(c)) {
+		std::string label = std::string(k.cli) + (k.flag ? "" : "=" + std::string(k.metavar));
+		std::string text = man_escape(sentence(k));
+		text[0] = static_cast<char>(toupper(static_cast<unsigned char>(text[0])));
+		out += "\t" + man_markup(label) + "\n" + wrap("\t\t", "\t\t", text, man_width) + "\n";
+	}
+	return out;
 }
 
 std::string format_completion_options(knob_command c)
