@@ -296,5 +296,6 @@ void expect_region(const doc_region &r, const std::string &want)
 		return;
 	}
 	EXPECT_EQ(text.substr(a, b - a), want)
-		<< r.path << ": \"" << r.name << "\" is not what " << r.maker << " makes: " << regen;
+		<< r.path << ": \"" << r.name << "\" is not what " << r.maker
+		<< " makes: " << regen;
 }

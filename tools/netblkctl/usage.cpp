@@ -82,10 +82,14 @@ bool starts_command(const std::string &line)
 	return line.size() > command_column && line[command_column] != ' ';
 }
 
+bool is_lower(char c)
+{
+	return islower(static_cast<unsigned char>(c));
+}
+
 bool is_word_char(char c)
 {
-	return islower(static_cast<unsigned char>(c)) || isdigit(static_cast<unsigned char>(c)) ||
-	       c == '-';
+	return is_lower(c) || isdigit(static_cast<unsigned char>(c)) || c == '-';
 }
 
 // A literal word of the usage: "start", "--json", "ro"; not "<port>" or
@@ -94,12 +98,43 @@ bool is_literal(std::string_view w)
 {
 	if (w.starts_with("--"))
 		w.remove_prefix(2);
-	if (w.empty() || !islower(static_cast<unsigned char>(w[0])))
+	if (w.empty() || !is_lower(w[0]))
 		return false;
 	for (char c : w)
 		if (!is_word_char(c))
 			return false;
 	return true;
+}
+
+// The word at `i` bold, with its '=' when it takes a value, and a choice's
+// words after it plain ("*auth=*header|full"); where it ends.
+size_t mark_word(std::string_view s, size_t i, std::string &out)
+{
+	size_t j = i + 1;
+	while (j < s.size() && is_word_char(s[j]))
+		j++;
+	bool takes_value = j < s.size() && s[j] == '=';
+	j += takes_value;
+	out += "*" + std::string(s.substr(i, j - i)) + "*";
+	while (takes_value && j < s.size() && (is_lower(s[j]) || s[j] == '|'))
+		out += s[j++];
+	return j;
+}
+
+// The placeholder at `i` underlined ("<port>", "IFACE": "_port_",
+// "_IFACE_"); where it ends.
+size_t mark_placeholder(std::string_view s, size_t i, std::string &out)
+{
+	size_t j = i + 1;
+	if (s[i] == '<') {
+		j = s.find('>', i) + 1;
+		out += "_" + std::string(s.substr(i + 1, j - i - 2)) + "_";
+		return j;
+	}
+	while (j < s.size() && isalpha(static_cast<unsigned char>(s[j])))
+		j++;
+	out += "_" + std::string(s.substr(i, j - i)) + "_";
+	return j;
 }
 
 // The usage's words after a command in scdoc: words and option names bold
@@ -110,29 +145,14 @@ std::string man_markup(std::string_view s)
 {
 	std::string out;
 	for (size_t i = 0; i < s.size();) {
-		char c = s[i];
-		size_t j = i + 1;
-		if (c == '<') {
-			j = s.find('>', i);
-			out += "_" + std::string(s.substr(i + 1, j - i - 1)) + "_";
-			j++;
-		} else if (isupper(static_cast<unsigned char>(c))) {
-			while (j < s.size() && isalpha(static_cast<unsigned char>(s[j])))
-				j++;
-			out += "_" + std::string(s.substr(i, j - i)) + "_";
-		} else if (islower(static_cast<unsigned char>(c)) || s.substr(i, 2) == "--") {
-			while (j < s.size() && is_word_char(s[j]))
-				j++;
-			bool takes_value = j < s.size() && s[j] == '=';
-			out += "*" + std::string(s.substr(i, j - i + takes_value)) + "*";
-			j += takes_value;
-			while (takes_value && j < s.size() && (islower(static_cast<unsigned char>(s[j])) ||
-							       s[j] == '|'))
-				out += s[j++];
-		} else {
-			out += c;
-		}
-		i = j;
+		bool placeholder = (s[i] == '<' && s.find('>', i) != s.npos) ||
+				   isupper(static_cast<unsigned char>(s[i]));
+		if (placeholder)
+			i = mark_placeholder(s, i, out);
+		else if (is_lower(s[i]) || s.substr(i, 2) == "--")
+			i = mark_word(s, i, out);
+		else
+			out += s[i++];
 	}
 	return out;
 }
@@ -213,9 +233,11 @@ std::string sentence(const knob_doc &k)
 std::string man_escape(std::string_view s)
 {
 	std::string out;
+	auto alnum_at = [s](size_t i) {
+		return i < s.size() && isalnum(static_cast<unsigned char>(s[i]));
+	};
 	for (size_t i = 0; i < s.size(); i++) {
-		bool in_word = i > 0 && i + 1 < s.size() && isalnum(static_cast<unsigned char>(s[i - 1])) &&
-			       isalnum(static_cast<unsigned char>(s[i + 1]));
+		bool in_word = i > 0 && alnum_at(i - 1) && alnum_at(i + 1);
 		if (s[i] == '\\' || s[i] == '*' || (s[i] == '_' && !in_word))
 			out += '\\';
 		out += s[i];
@@ -265,10 +287,13 @@ std::string format_man_knobs(knob_command c)
 {
 	std::string out;
 	for (const knob_doc &k : gen_knobs(c)) {
-		std::string label = std::string(k.cli) + (k.flag ? "" : "=" + std::string(k.metavar));
+		std::string label = k.cli;
+		if (!k.flag)
+			label += "=" + std::string(k.metavar);
 		std::string text = man_escape(sentence(k));
 		text[0] = static_cast<char>(toupper(static_cast<unsigned char>(text[0])));
-		out += "\t" + man_markup(label) + "\n" + wrap("\t\t", "\t\t", text, man_width) + "\n";
+		out += "\t" + man_markup(label) + "\n" + wrap("\t\t", "\t\t", text, man_width) +
+		       "\n";
 	}
 	return out;
 }
