@@ -33,6 +33,7 @@ NETBLKCTL_SRCS := $(wildcard tools/netblkctl/*.cpp)
 # netblkctl and the load generator, built natively and for arm64 alike.
 # kmod/core/histogram.cpp: netblkctl reads percentiles with the core's code.
 NETBLKCTL_PREREQS := $(NETBLKCTL_SRCS) $(wildcard tools/netblkctl/*.h) kmod/uapi/netblk_genl.h kmod/uapi/netblk_counters.h \
+	kmod/uapi/netblk_options.h \
 	kmod/uapi/netblk_version.h kmod/core/histogram.cpp kmod/core/histogram.h kmod/core/types.h \
 	kmod/core/core_api.h build/bpf/netblk.skel.h
 NETBLKCTL_INCLUDES := -Ikmod/uapi -Ikmod/core -Ibpf -Ibuild/bpf
@@ -154,7 +155,8 @@ build/unit/netblk_unit_tests: $(UNIT_OBJS)
 # skeleton: it is made before them (then -MMD knows it).
 CTL_TEST_SRCS := $(wildcard tests/netblkctl/*.cpp)
 CTL_TESTED_SRCS := $(addprefix tools/netblkctl/,format.cpp key_text.cpp genl.cpp netblk.cpp \
-	xdp.cpp settings.cpp config.cpp latency.cpp prometheus.cpp watch.cpp exporter.cpp options.cpp cli.cpp)
+	xdp.cpp settings.cpp config.cpp latency.cpp prometheus.cpp watch.cpp exporter.cpp options.cpp cli.cpp \
+	usage.cpp)
 CTL_TEST_FLAGS := $(UNIT_FLAGS) -Itools/netblkctl -Ibpf -Ibuild/bpf
 CTL_TEST_OBJS := $(patsubst %.cpp,build/unit/ctl/%.o,$(CTL_TEST_SRCS) $(CTL_TESTED_SRCS)) \
 	build/unit/obj/kmod/core/histogram.o

@@ -21,12 +21,18 @@
  * Adding a knob: a line here with the next free attribute number (and
  * NETBLK_A_NEXT moved past it), "gen" for netblkctl, and the code that
  * uses the value -- the core reads config.options.<name>
- * (engine::options_), the attach side att->params.opt.<name>.  Never
- * renumber or reuse an attribute: netlink readers of any release depend
- * on the numbers (tests/netblkctl/test_options.cpp pins them).  A list's
- * order is the order of the struct's fields, of netblkctl's usage and save
- * (for "gen" lines, after the hand-written options) and of its JSON
- * fields, not of the numbers.
+ * (engine::options_), the attach side att->params.opt.<name>.  Then, from
+ * the top directory, "make build/unit/netblkctl_tests &&
+ * NETBLK_UPDATE_DOCS=1 build/unit/netblkctl_tests" writes a "gen" knob's
+ * docs: README.md's usage and bullet, netblkctl(8)'s synopsis and entry,
+ * the bash completion's words, the Prometheus label in
+ * tools/netblkctl/README.md (tests/netblkctl/test_docs.cpp fails until
+ * they are written).  Never renumber or reuse an attribute: netlink
+ * readers of any release depend on the numbers
+ * (tests/netblkctl/test_options.cpp pins them).  A list's order is the
+ * order of the struct's fields, of netblkctl's usage and save (for "gen"
+ * lines, after the hand-written options) and of its JSON fields, not of
+ * the numbers.
  *
  * Each entry: X(NAME, name, nr, type, min, max, def, ctl, cli, metavar, help)
  *   NAME    the attribute: NETBLK_A_<NAME>
@@ -42,10 +48,13 @@
  *           are hand-written (options.cpp, format.cpp, prometheus.cpp),
  *           being older than this list or worded specially; "gen" -- made
  *           from this line: the row, saved when neither 0 nor def, the
- *           JSON field, the Prometheus label, the text's "options" line
+ *           JSON field, the Prometheus label, the text's "options" line,
+ *           and its docs (tools/netblkctl/usage.h)
  *   cli     netblkctl's word before '=' ("gen" lines)
  *   metavar its value's name in the usage ("gen" lines)
- *   help    what it does, in the usage ("gen" lines)
+ *   help    what it does, in the usage, README.md and netblkctl(8) ("gen"
+ *           lines): lines that keep the usage within 80 columns (59
+ *           characters), which the docs join into one sentence
  */
 #ifndef NETBLK_OPTIONS_H
 #define NETBLK_OPTIONS_H
@@ -83,8 +92,8 @@
 	 */									\
 	X(DISK_TRIES, disk_tries, 47, u32, 1, 16, 6, gen, "disk-tries", "N",	\
 	  "times a request the disk refuses for now is tried before\n"	\
-	  "it is answered EAGAIN, the waits doubling from 50 us (1..16,\n"	\
-	  "default 6)")							\
+	  "it is answered EAGAIN (1..16, default 6); the waits double\n"	\
+	  "from 50 us, and from the fourth try on the worker may block")	\
 	/*								\
 	 * workers, each pinned to a CPU of its own with its own slots and	\
 	 * sessions.  Absent: as many as the NIC has RX queues, at most the	\

@@ -3,7 +3,10 @@
 #include "helpers.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 namespace {
 
@@ -269,4 +272,30 @@ netblk_attached attached_example()
 	a.stats[NETBLK_HS_BYTES_IN_PLACE] = 4300000;
 	a.stats[NETBLK_HS_TX_BATCHED] = 3900;
 	return a;
+}
+
+void expect_region(const doc_region &r, const std::string &want)
+{
+	const std::string regen = "NETBLK_UPDATE_DOCS=1 build/unit/netblkctl_tests";
+	const std::string begin = std::string(r.open) + r.name + ": begin (made by " + r.maker +
+				  "; " + regen + ")" + r.close;
+	const std::string end = std::string(r.open) + r.name + ": end" + r.close;
+	std::ifstream in(r.path);
+	ASSERT_TRUE(in) << "cannot read " << r.path
+			<< " (run the unit tests from the repository's top directory)";
+	std::stringstream buf;
+	buf << in.rdbuf();
+	std::string text = buf.str();
+	size_t a = text.find(begin), b = text.find(end);
+	ASSERT_TRUE(a != std::string::npos && b != std::string::npos && a < b)
+		<< r.path << " has no " << r.name << " markers: " << begin;
+	a += begin.size();
+	if (text.substr(a, b - a) != want && getenv("NETBLK_UPDATE_DOCS")) {
+		text.replace(a, b - a, want);
+		std::ofstream(r.path) << text;
+		return;
+	}
+	EXPECT_EQ(text.substr(a, b - a), want)
+		<< r.path << ": \"" << r.name << "\" is not what " << r.maker
+		<< " makes: " << regen;
 }

@@ -38,3 +38,22 @@ netblk_instance p1_on_eth0();
 
 /* The block-device client's /dev/netblk0 on 10.9.0.1:7000, with traffic. */
 netblk_attached attached_example();
+
+/*
+ * A region of a file made by a function (the docs of the counters, the
+ * usage, the knobs): the text between the lines that open and close it,
+ * written in the file's own comments -- `open` NAME ": begin (made by
+ * MAKER; NETBLK_UPDATE_DOCS=1 build/unit/netblkctl_tests)" `close`, and
+ * `open` NAME ": end" `close`.
+ */
+struct doc_region {
+	const char *path;	/* from the repository's top directory */
+	const char *open;	/* "<!-- ", "; ", "\t\t\t# " */
+	const char *close;	/* " -->\n", "\n"; " -->" inside a line */
+	const char *name;
+	const char *maker;
+};
+
+/* The region says `want`; NETBLK_UPDATE_DOCS set in the environment writes
+ * it there instead of failing. */
+void expect_region(const doc_region &r, const std::string &want);

@@ -5,14 +5,11 @@
  */
 #include <gtest/gtest.h>
 
-#include <algorithm>
-#include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
 #include "format.h"
+#include "helpers.h"
 
 namespace {
 
@@ -221,29 +218,9 @@ TEST(Counters, NamesAndFamiliesAreDistinct)
  */
 TEST(Counters, TheReadmeListsEveryCounter)
 {
-	const char path[] = "tools/netblkctl/README.md";
-	const std::string begin = "<!-- counters: begin (made by format_counter_docs(); "
-				  "NETBLK_UPDATE_DOCS=1 build/unit/netblkctl_tests) -->\n";
-	const std::string end = "<!-- counters: end -->\n";
-	std::ifstream in(path);
-	ASSERT_TRUE(in) << "cannot read " << path
-			<< " (run the unit tests from the repository's top directory)";
-	std::stringstream buf;
-	buf << in.rdbuf();
-	std::string text = buf.str();
-	size_t a = text.find(begin), b = text.find(end);
-	ASSERT_TRUE(a != std::string::npos && b != std::string::npos && a < b)
-		<< path << " has no counters markers";
-	a += begin.size();
-	std::string want = format_counter_docs();
-	if (text.substr(a, b - a) != want && getenv("NETBLK_UPDATE_DOCS")) {
-		text.replace(a, b - a, want);
-		std::ofstream(path) << text;
-		return;
-	}
-	EXPECT_EQ(text.substr(a, b - a), want)
-		<< path << "'s counter table is not netblk_counters.h's: "
-		<< "NETBLK_UPDATE_DOCS=1 build/unit/netblkctl_tests --gtest_filter='Counters.*'";
+	expect_region({"tools/netblkctl/README.md", "<!-- ", " -->\n", "counters",
+		       "format_counter_docs()"},
+		      format_counter_docs());
 }
 
 } // namespace

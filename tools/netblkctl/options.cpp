@@ -617,6 +617,9 @@ std::string option_differs(const option_desc<Args, Have> &o, const Args &want, c
 // and more), and the help's: the option's name in the first, what it
 // does in the second and its further lines.
 constexpr size_t synopsis_indent = 23;
+// A synopsis line's columns at most, its indent included: an option that
+// would go past starts a line of its own (the lists' knobs come last).
+constexpr size_t synopsis_width = 86;
 constexpr size_t help_indent = 10;
 constexpr size_t help_text_column = 21;
 
@@ -633,16 +636,21 @@ std::string option_label(const option_desc<Args, Have> &o, bool in_help)
 	return label + o.metavar;
 }
 
-// The option in the synopsis: " [dev=IFACE]", on a new line or inside the
-// previous option's brackets when it says so.
+// The option in the synopsis: " [dev=IFACE]", on a new line when it says so
+// or the line is full, or inside the previous option's brackets when it says so.
 template <class Args, class Have>
 void add_synopsis(const option_desc<Args, Have> &o, std::string &synopsis)
 {
 	std::string item = "[" + option_label(o, false) + "]";
+	size_t line_start = synopsis.rfind('\n');
+	size_t line = synopsis.size() - (line_start == std::string::npos ? 0 : line_start + 1);
+
 	if (o.within_previous)
 		synopsis.insert(synopsis.size() - 1, " " + item);
+	else if (o.new_line || line + 1 + item.size() > synopsis_width)
+		synopsis += "\n" + std::string(synopsis_indent, ' ') + item;
 	else
-		synopsis += (o.new_line ? "\n" + std::string(synopsis_indent, ' ') : " ") + item;
+		synopsis += " " + item;
 }
 
 // The option's lines in the help: its label, then what it does, a line of
@@ -671,6 +679,21 @@ option_usage usage_of(const option_table<Args, Have> &table)
 	return u;
 }
 
+// The options' words as the bash completion offers them: a flag's word,
+// "name=" for one that takes a value, in the order of the usage.
+template <class Args, class Have>
+std::string words_of(const option_table<Args, Have> &table)
+{
+	std::string words;
+	for (const option_desc<Args, Have> &o : table.options)
+		words += (words.empty() ? "" : " ") + std::string(o.name) +
+			 (o.kind == option_kind::flag ? "" : "=");
+	return words;
+}
+
+// start's word after its options, which is no request's option.
+constexpr char exist_ok_word[] = "--exist-ok";
+
 } // namespace
 
 option_usage start_option_usage()
@@ -681,6 +704,16 @@ option_usage start_option_usage()
 option_usage attach_option_usage()
 {
 	return usage_of(attach_options);
+}
+
+std::string start_option_words()
+{
+	return words_of(start_options) + " " + exist_ok_word;
+}
+
+std::string attach_option_words()
+{
+	return words_of(attach_options);
 }
 
 std::string format_start_options(const netblk_instance &inst, uint32_t nic_mtu)
@@ -717,7 +750,7 @@ std::string parse_start_argv(const std::vector<std::string_view> &argv, netblk_s
 	args.port = *port;
 	exist_ok = false;
 	for (size_t i = 2; i < argv.size(); i++) {
-		if (argv[i] == "--exist-ok") {
+		if (argv[i] == exist_ok_word) {
 			exist_ok = true;
 			continue;
 		}

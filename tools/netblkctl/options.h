@@ -32,6 +32,12 @@ struct option_usage {
 option_usage start_option_usage();
 option_usage attach_option_usage();
 
+// The words the bash completion offers after <port>, separated by spaces:
+// each option's ("ro", "dev=", "mtu=" ...) in the order of the usage, and
+// start's --exist-ok.
+std::string start_option_words();
+std::string attach_option_words();
+
 // save: a running instance's options as start's words (" ro dev=eth0
 // vlan=5 ..."), those it was started with or that make it what it is; the
 // defaults are left out, mtu= when it is `nic_mtu`, the NIC's.  Its

@@ -327,3 +327,39 @@ std::string format_prometheus(const std::vector<netblk_instance> &insts,
 	host_families(o, atts);
 	return o.str();
 }
+
+// The names of a sample's labels, in order: port="7000",device="x" -> port, device.
+static std::vector<std::string> label_names(std::string_view labels)
+{
+	std::vector<std::string> names;
+	while (!labels.empty()) {
+		size_t eq = labels.find("=\"");
+		if (eq == labels.npos)
+			break;
+		names.emplace_back(labels.substr(0, eq));
+		size_t i = eq + 2;
+		while (i < labels.size() && labels[i] != '"')
+			i += labels[i] == '\\' ? 2 : 1;
+		labels.remove_prefix(std::min(i + 2, labels.size()));	// '"' and ','
+	}
+	return names;
+}
+
+std::string format_instance_info_docs()
+{
+	const netblk_instance sample{};
+	const std::string head = "\nnetblk_instance_info{";
+	std::string out = format_prometheus({sample});
+	size_t a = out.find(head) + head.size();
+	std::string_view info = std::string_view(out).substr(a, out.find("} ", a) - a);
+	std::vector<std::string> common = label_names(labels(sample));
+	std::string doc = "`netblk_instance_info{";
+	const char *sep = "";
+	for (const std::string &name : label_names(info)) {
+		if (std::find(common.begin(), common.end(), name) != common.end())
+			continue;
+		doc += sep + name;
+		sep = ", ";
+	}
+	return doc + "}`";
+}

@@ -60,3 +60,8 @@ std::string prometheus_label_value(std::string_view s);
 // the server they are of.
 std::string format_prometheus(const std::vector<netblk_instance> &insts,
 			      const std::vector<netblk_attached> &atts = {});
+
+// README.md's name of the instance_info family, its labels those
+// format_prometheus gives an instance besides port, device and nic:
+// "`netblk_instance_info{path, addr, ...}`".
+std::string format_instance_info_docs();
