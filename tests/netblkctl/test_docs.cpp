@@ -22,6 +22,10 @@ TEST(Docs, TheReadmeUsageIsNetblkctls)
 {
 	expect_region({readme, "<!-- ", " -->\n", "usage", "format_readme_usage()"},
 		      format_readme_usage());
+	/* netblkctl's own README had a hand copy, without per-source=, disk-tries=, queues= */
+	expect_region({"tools/netblkctl/README.md", "<!-- ", " -->\n", "usage",
+		       "format_readme_usage()"},
+		      format_readme_usage());
 }
 
 TEST(Docs, TheReadmeDescribesEveryGenKnob)
