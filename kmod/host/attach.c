@@ -188,14 +188,14 @@ static int netblk_host_reserve(struct netblk_attachment *att, struct netlink_ext
 /*
  * How many queues: queues= as given, else one a CPU up to as many as the
  * instance has (INFO) -- more would share its workers, fewer its CPUs.
+ * Never more than CPUs: blk-mq makes no more hardware queues than that, and
+ * a session more would carry nothing.
  */
 static u32 netblk_host_nr_queues(const struct netblk_attachment *att)
 {
-	u32 n = min(num_online_cpus(), att->info.queues);
+	u32 n = att->params.opt.queues ?: min(num_online_cpus(), att->info.queues);
 
-	if (att->params.opt.queues)
-		return att->params.opt.queues;
-	return clamp_t(u32, n, 1, NETBLK_HOST_QUEUES_MAX);
+	return clamp_t(u32, n, 1, min_t(u32, nr_cpu_ids, NETBLK_HOST_QUEUES_MAX));
 }
 
 /*
@@ -254,7 +254,6 @@ static int netblk_host_make_disk(struct netblk_attachment *att, struct netlink_e
 static int netblk_host_commit(struct netblk_attachment *att, struct netlink_ext_ack *extack)
 {
 	enum netblk_host_abort why;
-
 	bool gave_up;
 
 	mutex_lock(&netblk_lock);
