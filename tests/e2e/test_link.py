@@ -494,15 +494,23 @@ def test_two_queues_wait_out_a_server_restart_and_a_forced_detach_under_load(att
     assert st["sessions_opened"] >= 4 and st["errors"] == 0, st  # both queues, twice
     assert st["changed"] == 0, st
 
+    done = int(c.check("awk '{print $1 + $5}' /sys/block/netblk0/stat"))
     c.check("(fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
             "--bs=64k --iodepth=32 --size=64m --numjobs=2 --cpus_allowed=0,1 "
             "--cpus_allowed_policy=split --time_based --runtime=120 >/tmp/l.out 2>&1; "
             "echo $? > /tmp/l.rc) > /dev/null 2>&1 &")
-    c.check("for i in $(seq 600); do test $(cat /sys/block/netblk0/stat | "
-            "awk '{print $1 + $5}') -gt 100 && exit 0; sleep 0.2; done; exit 1", timeout=180)
+    # once fio has the disk open and its I/O going: 100 requests past the first fio's
+    c.check(f"for i in $(seq 600); do test $(cat /sys/block/netblk0/stat | "
+            f"awk '{{print $1 + $5}}') -gt {done + 100} && exit 0; sleep 0.2; done; exit 1",
+            timeout=180)
     c.check("netblkctl detach netblk0 --force", timeout=60)
-    c.check("for i in $(seq 120); do test -s /tmp/l.rc && break; sleep 0.5; done; "
-            "test $(cat /tmp/l.rc) != 0", timeout=120)  # its I/O failed, it ended
+    rc, out = c.run("for i in $(seq 120); do test -s /tmp/l.rc && break; sleep 0.5; done; "
+                    "test $(cat /tmp/l.rc) != 0", timeout=120)  # its I/O failed, it ended
+    if rc != 0:
+        _, diag = c.run("cat /tmp/l.out; ps; for p in $(pidof fio); do echo == $p; "
+                        "cat /proc/$p/stack; done; dmesg | tail -40; cat /proc/partitions; "
+                        "cat /proc/net/udp", timeout=60)
+        pytest.fail(f"fio did not end after the forced detach: {out}\n{diag}")
     assert "netblk0" not in c.check("cat /proc/partitions")
     assert udp_sockets(c) == sockets  # both queues' sockets are gone
     # again, ended by rmmod under load this time
