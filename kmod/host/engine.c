@@ -352,17 +352,23 @@ void netblk_host_engine_close(struct netblk_attachment *att)
 	}
 }
 
-void netblk_host_engine_fail_all(struct netblk_attachment *att)
+/* Fail what the first @n queues hold. */
+static void netblk_host_fail_queues(struct netblk_attachment *att, u32 n)
 {
 	u32 i;
 
-	for (i = 0; i < att->nr_queues; i++) {
+	for (i = 0; i < n; i++) {
 		struct netblk_host_queue *q = att->queues[i];
 
 		spin_lock_bh(&q->lock);
 		netblk_host_core_cancel_all(q->core, EIO);
 		netblk_host_unlock(q, NETBLK_HOST_END);
 	}
+}
+
+void netblk_host_engine_fail_all(struct netblk_attachment *att)
+{
+	netblk_host_fail_queues(att, att->nr_queues);
 }
 
 /*
@@ -388,9 +394,10 @@ bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort w
 	spin_unlock_bh(&att->abort_lock);
 	if (!attaching)
 		return false;
+	/* the queues counted then: the attacher may be making the next (it sees abort) */
 	for (i = 0; i < n; i++)
 		netblk_host_queue_kill(att->queues[i]);
-	netblk_host_engine_fail_all(att);
+	netblk_host_fail_queues(att, n);
 	for (i = 0; i < n; i++)
 		complete(&att->queues[i]->info_done);
 	return true;

@@ -605,6 +605,30 @@ def test_with_a_timeout_io_fails_eio_while_the_server_is_away(attached, server):
     c.check("netblkctl detach netblk0", timeout=60)
 
 
+def test_two_queues_each_give_the_server_up_and_find_it_again(attached, server):
+    c = attached
+    start_two_queues(server)
+    c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2 timeout=5", timeout=60)
+    server.check(f"netblkctl stop {PORT}")
+    # a write from each CPU: each hardware queue's core waits out the timeout on its own
+    for cpu in (0, 1):
+        rc, out = c.run(f"taskset -c {cpu} dd if=/dev/zero of={DEV} bs=4k count=1 "
+                        "oflag=direct", timeout=120)
+        assert rc != 0 and ("Input/output error" in out or "I/O error" in out), out
+    st = attached_json(c)["stats"]
+    assert st["unreachable"] == 1 and st["outages"] == 2, st  # each queue's own outage
+    server.check(f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1 queues=2")
+    wait_reachable(c, "netblk0")  # unreachable is the worst queue's: both found it
+    for cpu in (0, 1):
+        c.check(f"dd if=/dev/urandom of=/tmp/s bs=4k count=4 2>/dev/null && "
+                f"taskset -c {cpu} dd if=/tmp/s of={DEV} bs=4k seek={8 * cpu} oflag=direct "
+                f"2>/dev/null && taskset -c {1 - cpu} dd if={DEV} bs=4k skip={8 * cpu} count=4 "
+                "iflag=direct 2>/dev/null | cmp /tmp/s -", timeout=120)
+    st = attached_json(c)["stats"]
+    assert st["unreachable"] == 0 and st["sessions_opened"] >= 4, st
+    c.check("netblkctl detach netblk0", timeout=60)
+
+
 def test_attach_refuses_a_server_that_does_not_answer(attached):
     rc, out = attached.run(f"netblkctl attach {SERVER_IP} {PORT + 1}", timeout=60)
     assert rc == 1 and "did not answer INFO" in out, out
