@@ -83,6 +83,18 @@ static int netblk_host_abort_error(const struct netblk_attachment *att,
 	}
 }
 
+/*
+ * Whether another queue's INFO tells of the device queue 0's did: each
+ * queue's core splits requests by its own, the disk is made by queue 0's.
+ */
+static bool netblk_host_same_info(const struct netblk_host_info *a,
+				  const struct netblk_host_info *b)
+{
+	return a->size_bytes == b->size_bytes && a->sector_size == b->sector_size &&
+	       a->max_io == b->max_io && a->max_read == b->max_read &&
+	       a->read_only == b->read_only;
+}
+
 /* Queue @q's INFO, which its connect asked (queue 0's is the attachment's). */
 static int netblk_host_wait_info(struct netblk_attachment *att, struct netblk_host_queue *q,
 				 struct netlink_ext_ack *extack)
@@ -107,6 +119,11 @@ static int netblk_host_wait_info(struct netblk_attachment *att, struct netblk_ho
 	spin_unlock_bh(&q->lock);
 	if (!err && !q->index)
 		att->info = info;
+	if (!err && q->index && !netblk_host_same_info(&att->info, &info)) {
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u told queue %u of another device than queue 0 (started again meanwhile?): attach again",
+				   &p->addr, p->port, q->index);
+		return -ESTALE;
+	}
 
 	switch (err) {
 	case 0:

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The block-device client's disk: a blk-mq driver whose requests the core
- * splits into datagrams (host_api.h).  Its limits are the instance's INFO:
- * block sizes, the largest request (NETBLK_HOST_PIECES datagrams), TRIM
- * and WRITE_ZEROES, the write cache and FUA.
+ * splits into datagrams (host_api.h), a hardware queue for each of the
+ * attachment's queues (its core, its tags: hctx->driver_data).  Its limits
+ * are queue 0's INFO: block sizes, the largest request
+ * (NETBLK_HOST_PIECES datagrams), TRIM and WRITE_ZEROES, the write cache
+ * and FUA.
  *
  * Once attached, blk-mq's own timeout never fails a request: the core
  * resends until the instance answers (or, with timeout=, fails it EIO
