@@ -23,24 +23,25 @@
 
 /*
  * Each knob's range (netblk_options.h), which its policy entry points at;
- * a flag has none.  Not const: 6.1's nla_policy points at them without
- * (compat.h's kernels).
+ * a flag has none.  Named by the attribute, not the field: START's and
+ * ATTACH's fields may share a name (queues).  Not const: 6.1's nla_policy
+ * points at them without (compat.h's kernels).
  */
-#define NETBLK_OPTION_RANGE_flag(name, lo, hi)
-#define NETBLK_OPTION_RANGE_u16(name, lo, hi) \
-	static struct netlink_range_validation netblk_range_##name = { .min = lo, .max = hi };
+#define NETBLK_OPTION_RANGE_flag(NAME, lo, hi)
+#define NETBLK_OPTION_RANGE_u16(NAME, lo, hi) \
+	static struct netlink_range_validation netblk_range_##NAME = { .min = lo, .max = hi };
 #define NETBLK_OPTION_RANGE_u32 NETBLK_OPTION_RANGE_u16
 #define NETBLK_OPTION_RANGE(NAME, name, nr, type, lo, hi, ...) \
-	NETBLK_OPTION_RANGE_##type(name, lo, hi)
+	NETBLK_OPTION_RANGE_##type(NAME, lo, hi)
 NETBLK_START_OPTIONS(NETBLK_OPTION_RANGE)
 NETBLK_ATTACH_OPTIONS(NETBLK_OPTION_RANGE)
 
-#define NETBLK_OPTION_POLICY_flag(NAME, name) [NETBLK_A_##NAME] = { .type = NLA_FLAG },
-#define NETBLK_OPTION_POLICY_u16(NAME, name) \
-	[NETBLK_A_##NAME] = NLA_POLICY_FULL_RANGE(NLA_U16, &netblk_range_##name),
-#define NETBLK_OPTION_POLICY_u32(NAME, name) \
-	[NETBLK_A_##NAME] = NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_range_##name),
-#define NETBLK_OPTION_POLICY(NAME, name, nr, type, ...) NETBLK_OPTION_POLICY_##type(NAME, name)
+#define NETBLK_OPTION_POLICY_flag(NAME) [NETBLK_A_##NAME] = { .type = NLA_FLAG },
+#define NETBLK_OPTION_POLICY_u16(NAME) \
+	[NETBLK_A_##NAME] = NLA_POLICY_FULL_RANGE(NLA_U16, &netblk_range_##NAME),
+#define NETBLK_OPTION_POLICY_u32(NAME) \
+	[NETBLK_A_##NAME] = NLA_POLICY_FULL_RANGE(NLA_U32, &netblk_range_##NAME),
+#define NETBLK_OPTION_POLICY(NAME, name, nr, type, ...) NETBLK_OPTION_POLICY_##type(NAME)
 
 static const struct nla_policy netblk_policy[NETBLK_A_MAX + 1] = {
 	[NETBLK_A_DEVICE]	= { .type = NLA_NUL_STRING, .len = NETBLK_DEVICE_MAX - 1 },

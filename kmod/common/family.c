@@ -33,21 +33,29 @@ struct genl_family netblk_family __ro_after_init = {
 /* ---- messages ---- */
 
 /* The service-time histogram: its buckets with samples, and how to read them. */
+/* Queue @q's histogram of @src, server's or client's, into @buckets. */
+static u32 netblk_read_queue_latency(const struct netblk_latency_source *src, u32 q,
+				     u64 *buckets, u32 n, u64 *max, u64 *count, u64 *sum)
+{
+	if (src->hosts)
+		return netblk_host_core_read_latency(src->hosts[q], buckets, n, max, count, sum);
+	return netblk_core_read_latency(src->cores[q], buckets, n, max, count, sum);
+}
+
 /*
- * Into @buckets (@scratch as large, for an instance's queues after the
- * first): the counts summed, the largest sample of all.
+ * Into @buckets (@scratch as large, for the queues after the first): the
+ * counts summed, the largest sample of all.
  */
 static u32 netblk_read_latency(const struct netblk_latency_source *src, u64 *buckets,
 			       u64 *scratch, u32 n, u64 *max, u64 *count, u64 *sum)
 {
+	u32 nr = src->hosts ? src->nr_hosts : src->nr_cores;
 	u64 q_max, q_count, q_sum;
 	u32 got, q, i;
 
-	if (src->host)
-		return netblk_host_core_read_latency(src->host, buckets, n, max, count, sum);
-	got = netblk_core_read_latency(src->cores[0], buckets, n, max, count, sum);
-	for (q = 1; q < src->nr_cores; q++) {
-		netblk_core_read_latency(src->cores[q], scratch, n, &q_max, &q_count, &q_sum);
+	got = netblk_read_queue_latency(src, 0, buckets, n, max, count, sum);
+	for (q = 1; q < nr; q++) {
+		netblk_read_queue_latency(src, q, scratch, n, &q_max, &q_count, &q_sum);
 		for (i = 0; i < min(n, got); i++)
 			buckets[i] += scratch[i];
 		*max = max(*max, q_max);
@@ -118,7 +126,7 @@ int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *
 	    nla_put_u32(skb, NETBLK_L_LINEAR_LIMIT, NETBLK_LATENCY_LINEAR_LIMIT) ||
 	    nla_put_u32(skb, NETBLK_L_SUB_BUCKETS, NETBLK_LATENCY_SUB_BUCKETS))
 		goto cancel;
-	if (!src->host && netblk_put_op_service(skb, src))
+	if (!src->hosts && netblk_put_op_service(skb, src))
 		goto cancel;
 	attr = nla_reserve(skb, NETBLK_L_BUCKETS, used * sizeof(*out));
 	if (!attr)

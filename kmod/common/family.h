@@ -57,12 +57,13 @@ int netblk_options_put(struct sk_buff *skb, const struct netblk_option_row *rows
 
 /*
  * An instance's histogram -- its queues' cores', summed -- or an attached
- * device's (the client core's)
+ * device's (its queues' client cores', summed): one of the two is given.
  */
 struct netblk_latency_source {
 	const struct netblk_core *const *cores;
 	u32 nr_cores;
-	const struct netblk_host_core *host;
+	const struct netblk_host_core *const *hosts;
+	u32 nr_hosts;
 };
 
 int netblk_put_latency(struct sk_buff *skb, const struct netblk_latency_source *src);

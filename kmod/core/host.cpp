@@ -2,7 +2,7 @@
 /*
  * The block-device client's core behind its C face (host_api.h): a session
  * and a queue of datagrams, the headers that go out and what the answers
- * mean.  Everything here runs under the attachment's lock.
+ * mean.  Everything here runs under its queue's lock (host_api.h).
  */
 #include "histogram.h"
 #include "host_api.h"
@@ -60,7 +60,7 @@ struct host_core {
 	u64 refused;
 	u64 stray;		/* answers not of this session, or not well-formed */
 	const netblk_host_core_ops *ops;	/* the kernel side's callbacks */
-	netblk_attachment *att;		/* their first argument */
+	netblk_host_queue *owner;	/* their first argument: the kernel side's queue */
 	u8 info_bytes[info_payload_size];
 	u32 info_len;
 	u64 now_ns;		/* of the call into the core being served */
@@ -89,7 +89,7 @@ static void send_hello(host_core *c)
 
 	encode_header(bytes, c->session.hello());
 	seal(c->auth, bytes, nullptr, 0);
-	c->ops->send(c->att, bytes, NETBLK_HOST_NO_TAG, 0, 0);
+	c->ops->send(c->owner, bytes, NETBLK_HOST_NO_TAG, 0, 0);
 }
 
 static void open_session(host_core *c, u64 now_ns)
@@ -105,7 +105,7 @@ static void on_read(void *ctx, u32 tag, u32 at, void *frame, u32 len)
 
 	if (tag == c->info_tag)
 		return;	/* INFO's data: receive() kept it from the linear bytes */
-	c->ops->read(c->att, tag, at, frame, len);
+	c->ops->read(c->owner, tag, at, frame, len);
 }
 
 /* What a new session's INFO says against what was attached. */
@@ -130,7 +130,7 @@ static void stop_changed(host_core *c, netblk_host_change_reason why)
 {
 	c->changed = why;
 	c->queue.cancel_all(status_eio);
-	c->ops->changed(c->att, why);
+	c->ops->changed(c->owner, why);
 }
 
 static void ask_info_again(host_core *c, u64 now_ns)
@@ -163,7 +163,7 @@ static void info_answered_again(host_core *c, u16 status)
 	if (now.size_bytes > c->info.size_bytes) {
 		c->info.size_bytes = now.size_bytes;
 		add_once(c->resizes, 1);
-		c->ops->resized(c->att, now.size_bytes);
+		c->ops->resized(c->owner, now.size_bytes);
 	}
 	c->info.slots = now.slots;
 	c->queue.set_limits(now.slots, 0, 0);
@@ -183,7 +183,7 @@ static void info_answered(host_core *c, u16 status)
 					    min(c->info.slots, initial_window));
 		}
 	}
-	c->ops->complete(c->att, c->info_tag, status);
+	c->ops->complete(c->owner, c->info_tag, status);
 }
 
 static void on_complete(void *ctx, u32 tag, u16 status)
@@ -200,7 +200,7 @@ static void on_complete(void *ctx, u32 tag, u16 status)
 		if (queued && c->now_ns >= queued)
 			c->service.record(c->now_ns - queued);
 	}
-	c->ops->complete(c->att, tag, status);
+	c->ops->complete(c->owner, tag, status);
 }
 
 static void send_datagram(host_core *c, u32 index)
@@ -220,7 +220,7 @@ static void send_datagram(host_core *c, u32 index)
 	h.length = d.length;
 	encode_header(bytes, h);
 	seal(c->auth, bytes, nullptr, 0);
-	c->ops->send(c->att, bytes, d.tag, d.at, d.op == op_write ? d.length : 0);
+	c->ops->send(c->owner, bytes, d.tag, d.at, d.op == op_write ? d.length : 0);
 }
 
 static void send_queued(host_core *c, u64 now_ns)
@@ -458,7 +458,7 @@ int netblk_host_core_create(const struct netblk_host_config *config,
 	host_core *c = &core->c;
 
 	c->ops = config->ops;
-	c->att = config->att;
+	c->owner = config->queue;
 	c->config_read_only = config->read_only;
 	c->rng = config->seed | 1;
 	c->auth.keyed = config->keyed;
@@ -518,6 +518,7 @@ int netblk_host_core_info(const struct netblk_host_core *core, struct netblk_hos
 	info->max_io = g.max_io;
 	info->max_read = g.max_read;
 	info->slots = g.slots;
+	info->queues = g.queues;
 	info->discard_granularity = g.discard_granularity;
 	info->max_trim = g.max_trim;
 	info->max_write_zeroes = g.max_write_zeroes;

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The C face of the block-device client's core (issue 10; "host" as in
- * drivers/nvme/host): one attachment's session (host_session.h), its
+ * drivers/nvme/host): one session of an attachment (host_session.h), its
  * datagrams outstanding (host_queue.h), the headers it sends and the answers
  * it reads.  The client's kernel side (kmod/host/) owns the block requests,
- * the socket and the timer; it calls these under the attachment's lock, and
- * the core calls back through the struct netblk_host_core_ops it was given
- * at creation (at the end of this file), under the same lock: the core
- * names nothing of the kernel side.
+ * the socket and the timer, and gives each of an attachment's queues a core
+ * of its own (attach queues=N: a session each); it calls these under that
+ * queue's lock, and the core calls back through the struct
+ * netblk_host_core_ops it was given at creation (at the end of this file),
+ * under the same lock: the core names nothing of the kernel side.
  */
 #ifndef NETBLK_CORE_HOST_API_H
 #define NETBLK_CORE_HOST_API_H
@@ -42,7 +43,7 @@ enum netblk_host_change_reason {
 };
 
 struct netblk_host_core;
-struct netblk_attachment;	/* the kernel side's; passed back to its callbacks */
+struct netblk_host_queue;	/* the kernel side's: one of an attachment's queues, passed back */
 struct netblk_host_core_ops;
 
 struct netblk_host_config {
@@ -59,7 +60,7 @@ struct netblk_host_config {
 	uint8_t keyed;		/* tag every datagram with key, and want answers tagged */
 	uint8_t key[NETBLK_KEY_SIZE];
 	const struct netblk_host_core_ops *ops;	/* what the core calls back */
-	struct netblk_attachment *att;		/* the callbacks' first argument */
+	struct netblk_host_queue *queue;	/* the callbacks' first argument */
 };
 
 /* What the instance serves, as its INFO said. */
@@ -70,7 +71,8 @@ struct netblk_host_info {
 	uint32_t io_opt;
 	uint32_t max_io;	/* data bytes a datagram carries */
 	uint32_t max_read;	/* bytes one READ may ask for */
-	uint32_t slots;
+	uint32_t slots;		/* requests each of the instance's queues holds */
+	uint32_t queues;	/* the instance's (1 from servers before queues=) */
 	uint32_t discard_granularity;
 	uint32_t max_trim;	/* 0: no TRIM */
 	uint32_t max_write_zeroes;	/* 0: no WRITE_ZEROES */
@@ -160,7 +162,7 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 uint32_t netblk_host_core_read_latency(const struct netblk_host_core *core, uint64_t *buckets,
 				       uint32_t n, uint64_t *max, uint64_t *count, uint64_t *sum);
 
-/* ---- what the client's kernel side provides, called under the attachment's lock ---- */
+/* ---- what the client's kernel side provides, called under the queue's lock ---- */
 
 /* netblk_host_core_ops.send's @tag of a datagram of no request (HELLO). */
 #define NETBLK_HOST_NO_TAG 0xffffffffu
@@ -177,20 +179,20 @@ struct netblk_host_core_ops {
 	 * it fails: the datagram's timer sends it again.  Once the request is
 	 * over (complete) none of its datagrams may go out any more.
 	 */
-	void (*send)(struct netblk_attachment *att, const uint8_t *header, uint32_t tag,
+	void (*send)(struct netblk_host_queue *queue, const uint8_t *header, uint32_t tag,
 		     uint32_t at, uint32_t len);
 	/*
 	 * A READ answer's @len bytes of data (after the header in @frame) go
 	 * to byte @at of request @tag.
 	 */
-	void (*read)(struct netblk_attachment *att, uint32_t tag, uint32_t at, void *frame,
+	void (*read)(struct netblk_host_queue *queue, uint32_t tag, uint32_t at, void *frame,
 		     uint32_t len);
 	/* Request @tag is over: 0, or the errno it failed with. */
-	void (*complete)(struct netblk_attachment *att, uint32_t tag, uint16_t status);
+	void (*complete)(struct netblk_host_queue *queue, uint32_t tag, uint16_t status);
 	/* A new session's INFO: the device grew to @size_bytes. */
-	void (*resized)(struct netblk_attachment *att, uint64_t size_bytes);
+	void (*resized)(struct netblk_host_queue *queue, uint64_t size_bytes);
 	/* A new session's INFO: not the device attached (@reason); everything failed EIO. */
-	void (*changed)(struct netblk_attachment *att, enum netblk_host_change_reason reason);
+	void (*changed)(struct netblk_host_queue *queue, enum netblk_host_change_reason reason);
 };
 
 #ifdef __cplusplus

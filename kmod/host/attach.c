@@ -83,23 +83,47 @@ static int netblk_host_abort_error(const struct netblk_attachment *att,
 	}
 }
 
-static int netblk_host_wait_info(struct netblk_attachment *att, struct netlink_ext_ack *extack)
+/*
+ * Whether another queue's INFO tells of the device queue 0's did: each
+ * queue's core splits requests by its own, the disk is made by queue 0's.
+ */
+static bool netblk_host_same_info(const struct netblk_host_info *a,
+				  const struct netblk_host_info *b)
+{
+	return a->size_bytes == b->size_bytes && a->sector_size == b->sector_size &&
+	       a->max_io == b->max_io && a->max_read == b->max_read &&
+	       a->read_only == b->read_only;
+}
+
+/* Queue @q's INFO, which its connect asked (queue 0's is the attachment's). */
+static int netblk_host_wait_info(struct netblk_attachment *att, struct netblk_host_queue *q,
+				 struct netlink_ext_ack *extack)
 {
 	const struct netblk_attach_params *p = &att->params;
-	long left = wait_for_completion_killable_timeout(&att->info_done, NETBLK_HOST_INFO_WAIT);
+	long left = wait_for_completion_killable_timeout(&q->info_done, NETBLK_HOST_INFO_WAIT);
+	struct netblk_host_info info;
 	enum netblk_host_abort why;
 	int err;
 
 	if (left < 0)
 		return left;	/* killed */
-	spin_lock_bh(&att->lock);
+	spin_lock_bh(&att->abort_lock);
 	why = att->abort;
-	err = left ? att->info_status : -ETIMEDOUT;
-	if (!why && !err)
-		err = netblk_host_core_info(att->core, &att->info);
-	spin_unlock_bh(&att->lock);
+	spin_unlock_bh(&att->abort_lock);
 	if (why)
 		return netblk_host_abort_error(att, why, extack);
+	spin_lock_bh(&q->lock);
+	err = left ? q->info_status : -ETIMEDOUT;
+	if (!err)
+		err = netblk_host_core_info(q->core, &info);
+	spin_unlock_bh(&q->lock);
+	if (!err && !q->index)
+		att->info = info;
+	if (!err && q->index && !netblk_host_same_info(&att->info, &info)) {
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u told queue %u of another device than queue 0 (started again meanwhile?): attach again",
+				   &p->addr, p->port, q->index);
+		return -ESTALE;
+	}
 
 	switch (err) {
 	case 0:
@@ -142,7 +166,6 @@ static struct netblk_attachment *netblk_host_alloc(const struct netblk_attach_pa
 	att->attaching = true;
 	att->params = *p;
 	att->index = -1;
-	init_completion(&att->info_done);
 	netblk_host_engine_init(att, &netblk_host_udp_ops);
 	netblk_host_disk_init(att);
 
@@ -153,7 +176,7 @@ static struct netblk_attachment *netblk_host_alloc(const struct netblk_attach_pa
 	}
 	att->index = err;
 	snprintf(att->name, sizeof(att->name), "netblk%d", att->index);
-	err = netblk_host_engine_create(att);
+	err = netblk_host_engine_create(att, 0);	/* the others once its INFO says how many */
 	if (err)
 		goto free_index;
 	return att;
@@ -179,15 +202,46 @@ static int netblk_host_reserve(struct netblk_attachment *att, struct netlink_ext
 	return 0;
 }
 
-/* A session with the instance, and its INFO: waits up to NETBLK_HOST_INFO_WAIT. */
+/*
+ * How many queues: queues= as given, else one a CPU up to as many as the
+ * instance has (INFO) -- more would share its workers, fewer its CPUs.
+ * Never more than CPUs: blk-mq makes no more hardware queues than that, and
+ * a session more would carry nothing.
+ */
+static u32 netblk_host_nr_queues(const struct netblk_attachment *att)
+{
+	u32 n = att->params.opt.queues ?: min(num_online_cpus(), att->info.queues);
+
+	return clamp_t(u32, n, 1, min_t(u32, nr_cpu_ids, NETBLK_HOST_QUEUES_MAX));
+}
+
+/*
+ * Queue 0's session and its INFO, then the other queues' (each its own
+ * socket, session and INFO, which its core needs before it takes I/O):
+ * each waits up to NETBLK_HOST_INFO_WAIT, the others all at once.
+ */
 static int netblk_host_connect(struct netblk_attachment *att, struct net *net,
 			       struct netlink_ext_ack *extack)
 {
-	int err = netblk_host_engine_connect(att, net, extack);
+	u32 n, i;
+	int err = netblk_host_engine_connect(att->queues[0], net, extack);
 
+	if (!err)
+		err = netblk_host_wait_info(att, att->queues[0], extack);
 	if (err)
 		return err;
-	return netblk_host_wait_info(att, extack);
+	n = netblk_host_nr_queues(att);
+	att->params.opt.queues = n;	/* what ATTACHED says back */
+	for (i = 1; i < n; i++) {
+		err = netblk_host_engine_create(att, i);
+		if (!err)
+			err = netblk_host_engine_connect(att->queues[i], net, extack);
+		if (err)
+			return err;
+	}
+	for (i = 1; i < n && !err; i++)
+		err = netblk_host_wait_info(att, att->queues[i], extack);
+	return err;
 }
 
 /*
@@ -210,16 +264,6 @@ static int netblk_host_make_disk(struct netblk_attachment *att, struct netlink_e
 	return err;
 }
 
-/* Whether the core gave the instance up for silent (timeout=) while attaching. */
-static bool netblk_host_gave_up(struct netblk_attachment *att)
-{
-	struct netblk_host_stats stats;
-
-	lockdep_assert_held(&att->lock);
-	netblk_host_core_read_stats(att->core, &stats);
-	return stats.outages;
-}
-
 /*
  * ATTACHED, unless it was given up meanwhile; the caller gets a reference
  * of its own, the attacher's becomes the list's.
@@ -227,15 +271,18 @@ static bool netblk_host_gave_up(struct netblk_attachment *att)
 static int netblk_host_commit(struct netblk_attachment *att, struct netlink_ext_ack *extack)
 {
 	enum netblk_host_abort why;
+	bool gave_up;
 
 	mutex_lock(&netblk_lock);
-	spin_lock_bh(&att->lock);
+	/* a core that gave the instance up for silent (timeout=) while attaching */
+	gave_up = netblk_host_engine_gave_up(att);
+	spin_lock_bh(&att->abort_lock);
 	why = att->abort;
-	if (!why && netblk_host_gave_up(att))
+	if (!why && gave_up)
 		why = NETBLK_HOST_NO_ANSWER;
 	if (!why)
 		att->attaching = false;
-	spin_unlock_bh(&att->lock);
+	spin_unlock_bh(&att->abort_lock);
 	if (why) {
 		mutex_unlock(&netblk_lock);
 		return netblk_host_abort_error(att, why, extack);
@@ -258,9 +305,9 @@ static int netblk_host_commit(struct netblk_attachment *att, struct netlink_ext_
 static void netblk_host_undo(struct netblk_attachment *att)
 {
 	mutex_lock(&netblk_lock);
-	spin_lock_bh(&att->lock);
+	spin_lock_bh(&att->abort_lock);
 	att->attaching = false;
-	spin_unlock_bh(&att->lock);
+	spin_unlock_bh(&att->abort_lock);
 	mutex_unlock(&netblk_lock);
 
 	netblk_host_quiesce(att);
@@ -305,9 +352,10 @@ int netblk_host_attach(const struct netblk_attach_params *p, struct net *net,
 		netblk_host_undo(att);
 		return err;
 	}
-	pr_info("/dev/%s is %pI4:%u (%llu MiB, %s), %u bytes a datagram\n", att->name,
-		&p->addr, p->port, att->info.size_bytes >> 20,
-		att->params.read_only ? "read-only" : "read-write", att->info.max_io);
+	pr_info("/dev/%s is %pI4:%u (%llu MiB, %s), %u bytes a datagram, %u queue%s\n",
+		att->name, &p->addr, p->port, att->info.size_bytes >> 20,
+		att->params.read_only ? "read-only" : "read-write", att->info.max_io,
+		att->nr_queues, att->nr_queues == 1 ? "" : "s");
 	*out = att;
 	return 0;
 }

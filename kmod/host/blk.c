@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The block-device client's disk: a blk-mq driver whose requests the core
- * splits into datagrams (host_api.h).  Its limits are the instance's INFO:
- * block sizes, the largest request (NETBLK_HOST_PIECES datagrams), TRIM
- * and WRITE_ZEROES, the write cache and FUA.
+ * splits into datagrams (host_api.h), a hardware queue for each of the
+ * attachment's queues (its core, its tags: hctx->driver_data).  Its limits
+ * are queue 0's INFO: block sizes, the largest request
+ * (NETBLK_HOST_PIECES datagrams), TRIM and WRITE_ZEROES, the write cache
+ * and FUA.
  *
  * Once attached, blk-mq's own timeout never fails a request: the core
  * resends until the instance answers (or, with timeout=, fails it EIO
@@ -78,7 +80,7 @@ static int netblk_host_op(struct request *rq, enum netblk_io_op *op)
 static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
 					 const struct blk_mq_queue_data *bd)
 {
-	struct netblk_attachment *att = hctx->queue->queuedata;
+	struct netblk_host_queue *q = hctx->driver_data;
 	struct request *rq = bd->rq;
 	enum netblk_io_op op;
 	int err;
@@ -86,10 +88,21 @@ static blk_status_t netblk_host_queue_rq(struct blk_mq_hw_ctx *hctx,
 	if (netblk_host_op(rq, &op))
 		return BLK_STS_NOTSUPP;
 	blk_mq_start_request(rq);
-	err = netblk_host_engine_queue(att, rq, op);	/* detached: -EIO */
+	err = netblk_host_engine_queue(q, rq, op);	/* detached: -EIO */
 	if (err == -EAGAIN)
 		return BLK_STS_DEV_RESOURCE;	/* no room for its datagrams: again once some end */
 	return err ? BLK_STS_IOERR : BLK_STS_OK;
+}
+
+/* Hardware queue @index is the attachment's queue of that index: its session, its tags. */
+static int netblk_host_init_hctx(struct blk_mq_hw_ctx *hctx, void *data, unsigned int index)
+{
+	struct netblk_attachment *att = data;
+
+	if (WARN_ON_ONCE(index >= att->nr_queues))
+		return -EINVAL;
+	hctx->driver_data = att->queues[index];
+	return 0;
 }
 
 static enum blk_eh_timer_return netblk_host_timeout(struct request *rq)
@@ -104,6 +117,7 @@ static enum blk_eh_timer_return netblk_host_timeout(struct request *rq)
 
 static const struct blk_mq_ops netblk_host_mq_ops = {
 	.queue_rq = netblk_host_queue_rq,
+	.init_hctx = netblk_host_init_hctx,
 	.complete = netblk_host_complete_rq,
 	.timeout = netblk_host_timeout,
 };
@@ -136,7 +150,8 @@ int netblk_host_disk_create(struct netblk_attachment *att, int major)
 	int err;
 
 	att->tag_set.ops = &netblk_host_mq_ops;
-	att->tag_set.nr_hw_queues = 1;
+	/* a queue's tags are its core's request numbers: queue-depth= each */
+	att->tag_set.nr_hw_queues = att->nr_queues;
 	att->tag_set.queue_depth = att->params.opt.queue_depth;
 	att->tag_set.numa_node = NUMA_NO_NODE;
 	att->tag_set.cmd_size = sizeof(struct netblk_host_cmd);

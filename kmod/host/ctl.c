@@ -97,7 +97,12 @@ static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment 
 		return -EMSGSIZE;
 	}
 	if (stats) {
-		struct netblk_latency_source src = { .host = att->core };
+		const struct netblk_host_core *hosts[NETBLK_HOST_QUEUES_MAX];
+		struct netblk_latency_source src = { .hosts = hosts, .nr_hosts = att->nr_queues };
+		u32 i;
+
+		for (i = 0; i < att->nr_queues; i++)
+			hosts[i] = att->queues[i]->core;
 
 		/* one that does not fit the reader's buffer: listed without it ("n/a") */
 		netblk_put_latency(skb, &src);

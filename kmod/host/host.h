@@ -20,10 +20,19 @@
  *                copied), answers in (its softirq), handed up through the
  *                function the engine gave it at open
  *
- * One spinlock (lock, taken with BHs off) covers the core: the block
- * layer's requests, the socket's answers and the timer all go through it
- * (engine.c).  Datagrams are recorded under it and sent after it (sending
- * may sleep).
+ * An attachment has one or more queues (attach queues=N; struct
+ * netblk_host_queue): a blk-mq hardware queue each, with its own core and
+ * session, socket (its own source port, for the server NIC's RSS to spread
+ * them), pending ring, sender and timer.  Queue 0 connects first, and its
+ * INFO says what the disk is and how many queues the instance has; the
+ * others connect before the disk is made.  Each queue's resends,
+ * reconnects and outages are its own; what the attachment says (LIST) is
+ * its queues' summed.
+ *
+ * One spinlock a queue (lock, taken with BHs off) covers its core: the
+ * block layer's requests on that hardware queue, its socket's answers and
+ * its timer all go through it (engine.c).  Datagrams are recorded under it
+ * and sent after it (sending may sleep).
  *
  * A request ends only once nothing of it can go out any more: each
  * datagram recorded or being sent, and each send whose skbs hold its pages
@@ -79,6 +88,8 @@
  * stack, segmented at the device), as QUIC stacks send theirs.
  */
 #define NETBLK_HOST_TX_BATCH		64
+/* An attachment's queues at most (attach queues=N): what START's queues= takes. */
+#define NETBLK_HOST_QUEUES_MAX		64
 
 /* ATTACH's knobs (netblk_options.h's NETBLK_ATTACH_OPTIONS, in its order). */
 #define NETBLK_ATTACH_OPTION_FIELD(NAME, name, nr, type, ...) NETBLK_OPTION_CTYPE_##type name;
@@ -125,7 +136,7 @@ struct netblk_host_tx {
 
 /*
  * The client's own counters, netblk_counters.h's NETBLK_HOST_STATS of where
- * kernel; the lock's holder writes them.
+ * kernel, a queue's; its lock's holder writes them.
  */
 #define NETBLK_HOST_KERNEL_FIELD_kernel(name) u64 name;
 #define NETBLK_HOST_KERNEL_FIELD_queue(name)
@@ -142,51 +153,52 @@ struct netblk_host_kernel_stats {
  * the transport's handle for its read().  In its softirq; the engine takes
  * the lock.
  */
-typedef void (*netblk_host_rx_fn)(struct netblk_attachment *att, const u8 *payload,
+struct netblk_host_queue;
+typedef void (*netblk_host_rx_fn)(struct netblk_host_queue *q, const u8 *payload,
 				  u32 linear, u32 payload_len, void *frame);
 
 /*
- * What the request engine (engine.c) asks of a transport, which it reaches
- * through the attachment's ops table alone; the UDP socket (transport.c,
- * netblk_host_udp_ops) is the first.  Datagrams are recorded under the
- * attachment's lock and sent after it.
+ * What the request engine (engine.c) asks of a transport, for one of an
+ * attachment's queues, which it reaches through the attachment's ops table
+ * alone; the UDP socket (transport.c, netblk_host_udp_ops) is the first.
+ * Datagrams are recorded under the queue's lock and sent after it.
  */
 struct netblk_host_transport_ops {
-	/* Its memory for @att (process context); destroy() frees what create() left. */
-	int (*create)(struct netblk_attachment *att);
-	void (*destroy)(struct netblk_attachment *att);
+	/* Its memory for @q (process context); destroy() frees what create() left. */
+	int (*create)(struct netblk_host_queue *q);
+	void (*destroy)(struct netblk_host_queue *q);
 	/* The link to the instance; each answer goes to @rx from then on. */
-	int (*open)(struct netblk_attachment *att, struct net *net, netblk_host_rx_fn rx,
+	int (*open)(struct netblk_host_queue *q, struct net *net, netblk_host_rx_fn rx,
 		    struct netlink_ext_ack *extack);
 	/* No answer reaches rx once this returns. */
-	void (*stop_rx)(struct netblk_attachment *att);
+	void (*stop_rx)(struct netblk_host_queue *q);
 	/* After stop_rx and the timer: nothing kicks it any more; the link goes. */
-	void (*close)(struct netblk_attachment *att);
+	void (*close)(struct netblk_host_queue *q);
 	/*
 	 * Under the lock: record a datagram of request @tag (@rq, held while
 	 * recorded; NULL and NETBLK_HOST_NO_TAG: of none), its @header, then
 	 * @len bytes of @rq's data from its byte @at.  Dropped and counted when
 	 * there is no room: the core's timer sends it again.
 	 */
-	void (*record)(struct netblk_attachment *att, const u8 *header, u32 tag,
+	void (*record)(struct netblk_host_queue *q, const u8 *header, u32 tag,
 		       struct request *rq, u32 at, u32 len);
 	/* Under the lock: whether anything recorded waits to be sent. */
-	bool (*recorded)(struct netblk_attachment *att);
+	bool (*recorded)(struct netblk_host_queue *q);
 	/* Under the lock: request @tag failed, none of its recorded datagrams goes out. */
-	void (*purge)(struct netblk_attachment *att, u32 tag);
+	void (*purge)(struct netblk_host_queue *q, u32 tag);
 	/* Forget what was recorded and not sent (detach); takes the lock. */
-	void (*drop)(struct netblk_attachment *att);
+	void (*drop)(struct netblk_host_queue *q);
 	/* Send what is recorded (process context; may sleep). */
-	void (*flush)(struct netblk_attachment *att);
+	void (*flush)(struct netblk_host_queue *q);
 	/* After an unlock in a softirq: have a worker send what is recorded. */
-	void (*kick)(struct netblk_attachment *att);
+	void (*kick)(struct netblk_host_queue *q);
 	/* Under the lock: @len bytes of an answer's data in @frame to byte @at of @rq. */
-	void (*read)(struct netblk_attachment *att, void *frame, struct request *rq, u32 at,
+	void (*read)(struct netblk_host_queue *q, void *frame, struct request *rq, u32 at,
 		     u32 len);
 };
 
 struct netblk_host_cmd {
-	struct llist_node done;	/* on the attachment's list of requests to end */
+	struct llist_node done;	/* on its queue's list of requests to end */
 	/* the core (until it is over), datagrams recorded or being sent, sends in skbs */
 	refcount_t holds;
 	u16 status;		/* 0 or the errno it ended with */
@@ -211,32 +223,25 @@ enum netblk_host_abort {
 	NETBLK_HOST_NO_ANSWER,		/* a request went unanswered (NETBLK_HOST_ATTACH_IO_WAIT) */
 };
 
-struct netblk_attachment {
-	struct list_head node;		/* on netblk_attachments, under netblk_lock */
-	struct kref ref;		/* the attacher's, then the list's; and each waiter's */
-	enum netblk_host_state state;	/* under netblk_lock */
-	struct completion settled;	/* attaching is over: attached, or undone */
-	int index;			/* N of /dev/netblkN */
-	char name[DISK_NAME_LEN];
-	struct netblk_attach_params params;
-	struct netblk_host_info info;
-	u64 attached_ns;		/* boottime */
+/*
+ * One of an attachment's queues: blk-mq hardware queue index's requests,
+ * one session with the instance through a socket of its own.
+ */
+struct netblk_host_queue {
+	struct netblk_attachment *att;
+	u32 index;			/* its hardware queue's, and att->queues[]' */
 
 	spinlock_t lock;		/* the core, pending, stats, dead */
 	struct netblk_host_core *core;
-	const struct netblk_host_transport_ops *transport;
 	struct netblk_host_kernel_stats stats;
 	struct netblk_host_pending *pending;	/* a ring of NETBLK_HOST_PENDING */
 	u32 pending_head, pending_count;
-	bool dead;			/* detached: new requests fail */
-	bool attaching;			/* not attached yet: blk-mq's timeout fails the attach */
-	enum netblk_host_abort abort;	/* why the attach was given up */
+	bool dead;			/* detached, or given up: new requests fail */
 	u32 info_tag;			/* the core's tag for INFO: the last one */
 	int info_status;		/* 0, or why INFO failed (negative errno) */
 	struct completion info_done;
 
 	struct hrtimer timer;		/* the core's resends (softirq) */
-	struct work_struct resize_work;	/* the disk's capacity to info.size_bytes */
 	struct work_struct tx_work;	/* sends what softirqs recorded */
 	struct mutex tx_mutex;		/* one sender on the socket at a time */
 	struct netblk_host_tx *tx;	/* under tx_mutex */
@@ -246,17 +251,43 @@ struct netblk_attachment {
 	struct page *header_page;	/* the last header's page: compared, never used */
 
 	struct llist_head done;		/* struct netblk_host_cmd the core finished */
+};
+
+struct netblk_attachment {
+	struct list_head node;		/* on netblk_attachments, under netblk_lock */
+	struct kref ref;		/* the attacher's, then the list's; and each waiter's */
+	enum netblk_host_state state;	/* under netblk_lock */
+	struct completion settled;	/* attaching is over: attached, or undone */
+	int index;			/* N of /dev/netblkN */
+	char name[DISK_NAME_LEN];
+	struct netblk_attach_params params;	/* opt.queues: the number made, once known */
+	struct netblk_host_info info;	/* queue 0's INFO */
+	u64 attached_ns;		/* boottime */
+
+	const struct netblk_host_transport_ops *transport;
+	/* queues[0 .. nr_queues): each made whole (engine created) before it is counted */
+	u32 nr_queues;
+	struct netblk_host_queue *queues[NETBLK_HOST_QUEUES_MAX];
+
+	spinlock_t abort_lock;		/* attaching, abort */
+	bool attaching;			/* not attached yet: blk-mq's timeout fails the attach */
+	enum netblk_host_abort abort;	/* why the attach was given up */
+
+	struct work_struct resize_work;	/* the disk's capacity to info.size_bytes */
 	struct blk_mq_tag_set tag_set;
 	struct gendisk *disk;
 };
 
 /* ---- a block request's holds (netblk_host_cmd.holds): here, for every file to take ---- */
 
-static inline struct request *netblk_host_tag_to_rq(struct netblk_attachment *att, u32 tag)
+/* Request @tag of queue @q: its hardware queue's tags (each has its own). */
+static inline struct request *netblk_host_tag_to_rq(struct netblk_host_queue *q, u32 tag)
 {
+	struct netblk_attachment *att = q->att;
+
 	if (tag >= att->params.opt.queue_depth || !att->tag_set.tags)
 		return NULL;
-	return blk_mq_tag_to_rq(att->tag_set.tags[0], tag);
+	return blk_mq_tag_to_rq(att->tag_set.tags[q->index], tag);
 }
 
 static inline void netblk_host_rq_end(struct request *rq)
@@ -285,13 +316,13 @@ static inline void netblk_host_rq_put(struct request *rq)
 }
 
 /* Put a hold under the lock: the last one leaves it to the engine, after the lock. */
-static inline void netblk_host_rq_put_locked(struct netblk_attachment *att, struct request *rq)
+static inline void netblk_host_rq_put_locked(struct netblk_host_queue *q, struct request *rq)
 {
 	struct netblk_host_cmd *cmd = blk_mq_rq_to_pdu(rq);
 
 	/* ended after the lock: ending it may start more I/O on this disk */
 	if (refcount_dec_and_test(&cmd->holds))
-		llist_add(&cmd->done, &att->done);
+		llist_add(&cmd->done, &q->done);
 }
 
 /* attach.c: attach without netblk_lock (it takes it); the rest under it */
@@ -316,25 +347,29 @@ void netblk_host_disk_init(struct netblk_attachment *att);
 /* After the socket and the timer stopped: no resize is pending any more. */
 void netblk_host_disk_quiesce(struct netblk_attachment *att);
 
-/* engine.c: the lock, the core, its timer; the transport through its ops */
+/* engine.c: a queue's lock, its core, its timer; the transport through its ops */
 void netblk_host_engine_init(struct netblk_attachment *att,
 			     const struct netblk_host_transport_ops *transport);
-int netblk_host_engine_create(struct netblk_attachment *att);
+/* Queue @index (att->nr_queues, counted once made): its memory, its core. */
+int netblk_host_engine_create(struct netblk_attachment *att, u32 index);
+/* Every queue netblk_host_engine_create() made, whatever of it there is. */
 void netblk_host_engine_destroy(struct netblk_attachment *att);
-/* The link, a session, and INFO asked as request info_tag (attach.c waits for it). */
-int netblk_host_engine_connect(struct netblk_attachment *att, struct net *net,
+/* Queue @q's link, a session, and INFO asked as request info_tag (attach.c waits for it). */
+int netblk_host_engine_connect(struct netblk_host_queue *q, struct net *net,
 			       struct netlink_ext_ack *extack);
-/* A block request to the core: 0, -EAGAIN (no room now), -EIO, -EINVAL. */
-int netblk_host_engine_queue(struct netblk_attachment *att, struct request *rq,
+/* A block request to its queue's core: 0, -EAGAIN (no room now), -EIO, -EINVAL. */
+int netblk_host_engine_queue(struct netblk_host_queue *q, struct request *rq,
 			     enum netblk_io_op op);
-/* Nothing calls into the core any more: answers, the timer; new requests fail. */
+/* Nothing calls into the cores any more: answers, the timers; new requests fail. */
 void netblk_host_engine_stop(struct netblk_attachment *att);
-/* After netblk_host_engine_stop(): the link goes, and what it had recorded. */
+/* After netblk_host_engine_stop(): the links go, and what they had recorded. */
 void netblk_host_engine_close(struct netblk_attachment *att);
 /* Fail what is left, outside any softirq: a forced detach, rmmod, a failed attach. */
 void netblk_host_engine_fail_all(struct netblk_attachment *att);
 bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort why);
-/* The attachment's counters, read under its lock. */
+/* Whether any queue's core gave the instance up for silent (timeout=). */
+bool netblk_host_engine_gave_up(struct netblk_attachment *att);
+/* The attachment's counters, its queues' summed, each read under its lock. */
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
 			    struct netblk_host_kernel_stats *kernel);
 

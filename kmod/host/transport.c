@@ -2,10 +2,11 @@
 /*
  * The block-device client's UDP socket, its first transport
  * (netblk_host_udp_ops: the request engine reaches it through that table
- * alone): a kernel socket connected to the instance, its answers taken in
+ * alone): a kernel socket a queue, connected to the instance from a port
+ * of its own (the server NIC's RSS spreads the queues), its answers taken in
  * the socket's softirq (encap_rcv, as WireGuard and VXLAN take theirs) and
  * handed up to the function the engine gave at open; its datagrams
- * recorded under the attachment's lock and sent after it, a run of them of
+ * recorded under its queue's lock and sent after it, a run of them of
  * one size in one UDP GSO send.  A WRITE's data goes out from the request's
  * own pages (MSG_ZEROCOPY: the skb holds the pages, nothing is copied)
  * unless the block layer gave a page the network may not hold (slab
@@ -70,12 +71,12 @@ static void netblk_host_release_data(struct netblk_host_pending *p)
 }
 
 /* Under the lock: a datagram recorded and not sent, let go of. */
-static void netblk_host_release_pending(struct netblk_attachment *att,
+static void netblk_host_release_pending(struct netblk_host_queue *q,
 					struct netblk_host_pending *p)
 {
 	netblk_host_release_data(p);
 	if (p->rq)
-		netblk_host_rq_put_locked(att, p->rq);
+		netblk_host_rq_put_locked(q, p->rq);
 	p->rq = NULL;
 }
 
@@ -85,7 +86,7 @@ static void netblk_host_release_pending(struct netblk_attachment *att,
  * pages of its own (order 0: no large atomic allocation), which then go out
  * like the request's.  bvecs[0] is the header's.
  */
-static bool netblk_host_bounce_data(struct netblk_attachment *att, struct netblk_host_pending *p,
+static bool netblk_host_bounce_data(struct netblk_host_queue *q, struct netblk_host_pending *p,
 				    struct request *rq, u32 at, u32 len)
 {
 	struct req_iterator iter;
@@ -127,18 +128,18 @@ copied:
 }
 
 /* A piece of a page for a WRITE's header: the skb takes it as its first frag. */
-static bool netblk_host_take_header(struct netblk_attachment *att, struct netblk_host_pending *p)
+static bool netblk_host_take_header(struct netblk_host_queue *q, struct netblk_host_pending *p)
 {
 	struct page *page;
 
-	p->header_frag = netblk_page_frag_alloc_align(&att->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
+	p->header_frag = netblk_page_frag_alloc_align(&q->frags, NETBLK_HOST_FRAG, GFP_ATOMIC,
 						      NETBLK_HOST_FRAG);
 	if (!p->header_frag)
 		return false;
 	page = virt_to_head_page(p->header_frag);
-	if (page != att->header_page) {
-		att->header_page = page;
-		att->stats.header_pages++;	/* the last one used up: another */
+	if (page != q->header_page) {
+		q->header_page = page;
+		q->stats.header_pages++;	/* the last one used up: another */
 	}
 	memcpy(p->header_frag, p->header, NETBLK_HOST_HEADER_SIZE);
 	return true;
@@ -148,7 +149,7 @@ static bool netblk_host_take_header(struct netblk_attachment *att, struct netblk
  * Hold the pages of @len bytes of request @rq's data from byte @at, until
  * the datagram is sent (the skbs take their own) or dropped.
  */
-static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_host_pending *p,
+static bool netblk_host_take_data(struct netblk_host_queue *q, struct netblk_host_pending *p,
 				  struct request *rq, u32 at, u32 len)
 {
 	struct req_iterator iter;
@@ -156,7 +157,7 @@ static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_h
 	u32 skip = at, left = len;
 	bool in_place = true;
 
-	if (!rq || !netblk_host_take_header(att, p))
+	if (!rq || !netblk_host_take_header(q, p))
 		return false;
 	bvec_set_virt(&p->bvecs[0], p->header_frag, NETBLK_HOST_HEADER_SIZE);
 	p->nr_bvecs = 1;
@@ -171,7 +172,7 @@ static bool netblk_host_take_data(struct netblk_attachment *att, struct netblk_h
 			/* give back what was taken, and copy it all */
 			while (p->nr_bvecs > 1)
 				put_page(p->bvecs[--p->nr_bvecs].bv_page);
-			return netblk_host_bounce_data(att, p, rq, at, len);
+			return netblk_host_bounce_data(q, p, rq, at, len);
 		}
 		n = min(bv.bv_len - skip, left);
 		get_page(bv.bv_page);
@@ -193,16 +194,16 @@ taken:
 	return true;
 }
 
-static void netblk_host_udp_record(struct netblk_attachment *att, const u8 *header, u32 tag,
+static void netblk_host_udp_record(struct netblk_host_queue *q, const u8 *header, u32 tag,
 				   struct request *rq, u32 at, u32 len)
 {
 	struct netblk_host_pending *p;
 
-	if (att->pending_count == NETBLK_HOST_PENDING) {
-		att->stats.tx_dropped++;	/* its timer sends it again */
+	if (q->pending_count == NETBLK_HOST_PENDING) {
+		q->stats.tx_dropped++;	/* its timer sends it again */
 		return;
 	}
-	p = &att->pending[(att->pending_head + att->pending_count) % NETBLK_HOST_PENDING];
+	p = &q->pending[(q->pending_head + q->pending_count) % NETBLK_HOST_PENDING];
 	memcpy(p->header, header, NETBLK_HOST_HEADER_SIZE);
 	p->tag = tag;
 	p->rq = rq;	/* NULL: HELLO, INFO */
@@ -214,29 +215,29 @@ static void netblk_host_udp_record(struct netblk_attachment *att, const u8 *head
 	p->len = 0;
 	p->spliced = false;
 	p->bounced = false;
-	if (len && !netblk_host_take_data(att, p, p->rq, at, len)) {
-		netblk_host_release_pending(att, p);
-		att->stats.tx_dropped++;
+	if (len && !netblk_host_take_data(q, p, p->rq, at, len)) {
+		netblk_host_release_pending(q, p);
+		q->stats.tx_dropped++;
 		return;
 	}
-	att->pending_count++;
+	q->pending_count++;
 }
 
-static bool netblk_host_udp_recorded(struct netblk_attachment *att)
+static bool netblk_host_udp_recorded(struct netblk_host_queue *q)
 {
-	return att->pending_count;
+	return q->pending_count;
 }
 
-static void netblk_host_udp_purge(struct netblk_attachment *att, u32 tag)
+static void netblk_host_udp_purge(struct netblk_host_queue *q, u32 tag)
 {
 	u32 i;
 
-	for (i = 0; i < att->pending_count; i++) {
+	for (i = 0; i < q->pending_count; i++) {
 		struct netblk_host_pending *p =
-			&att->pending[(att->pending_head + i) % NETBLK_HOST_PENDING];
+			&q->pending[(q->pending_head + i) % NETBLK_HOST_PENDING];
 
 		if (p->tag == tag && !p->purged) {
-			netblk_host_release_pending(att, p);
+			netblk_host_release_pending(q, p);
 			p->purged = true;
 		}
 	}
@@ -430,10 +431,10 @@ static struct netblk_host_zc *netblk_host_zc_msg(const struct netblk_host_tx *tx
 }
 
 /* Send @n datagrams from @p in one sendmsg (UDP_SEGMENT when more than one); tally them. */
-static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_host_pending *p,
+static int netblk_host_send_run(struct netblk_host_queue *q, struct netblk_host_pending *p,
 				u32 n)
 {
-	struct netblk_host_tx *tx = att->tx;
+	struct netblk_host_tx *tx = q->tx;
 	union {
 		struct cmsghdr hdr;
 		u8 buf[CMSG_SPACE(sizeof(u16))];
@@ -444,7 +445,7 @@ static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_hos
 	u32 i;
 	int err;
 
-	if (!att->sock)
+	if (!q->sock)
 		return -ENOTCONN;
 	netblk_host_fill_msg(tx, &msg, p, n);
 	if (n > 1) {
@@ -456,7 +457,7 @@ static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_hos
 		msg.msg_controllen = sizeof(control);
 	}
 	zc = netblk_host_zc_msg(tx, &msg, p, n);
-	err = sock_sendmsg(att->sock, &msg);
+	err = sock_sendmsg(q->sock, &msg);
 	/* what an skb holds, it holds still or held: else the socket copied it */
 	in_place = zc && (refcount_read(&zc->ubuf.refcnt) > 1 || READ_ONCE(zc->skb_seen));
 	if (zc)
@@ -475,16 +476,16 @@ static int netblk_host_send_run(struct netblk_attachment *att, struct netblk_hos
 }
 
 /* Send the @n datagrams of the batch, a run at a time, and let go of their pages. */
-static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
+static void netblk_host_send_batch(struct netblk_host_queue *q, u32 n)
 {
-	struct netblk_host_tx *tx = att->tx;
+	struct netblk_host_tx *tx = q->tx;
 	u32 i, j, run;
 	int err;
 
-	tx->route_sg = att->sock && netblk_host_route_sg(att->sock->sk);
+	tx->route_sg = q->sock && netblk_host_route_sg(q->sock->sk);
 	for (i = 0; i < n; i += run) {
 		run = netblk_host_run_length(tx, &tx->batch[i], n - i);
-		err = netblk_host_send_run(att, &tx->batch[i], run);
+		err = netblk_host_send_run(q, &tx->batch[i], run);
 		if (err < 0 && run > 1) {
 			/*
 			 * 6.1 segments only for a device with checksum offload
@@ -494,7 +495,7 @@ static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
 			if (err == -EIO || err == -EINVAL)
 				tx->gso_refused = true;
 			run = 1;	/* this one alone; the rest in runs again */
-			err = netblk_host_send_run(att, &tx->batch[i], run);
+			err = netblk_host_send_run(q, &tx->batch[i], run);
 		}
 		if (err < 0)
 			tx->errors += run;	/* the timer sends them again */
@@ -507,39 +508,39 @@ static void netblk_host_send_batch(struct netblk_attachment *att, u32 n)
 }
 
 /* Take up to a batch off the ring, and count what the last one did; 0: nothing left. */
-static u32 netblk_host_take_batch(struct netblk_attachment *att)
+static u32 netblk_host_take_batch(struct netblk_host_queue *q)
 {
-	struct netblk_host_tx *tx = att->tx;
+	struct netblk_host_tx *tx = q->tx;
 	u32 n;
 
-	spin_lock_bh(&att->lock);
-	att->stats.bytes_in_place += tx->in_place;
-	att->stats.bytes_copied += tx->copied;
-	att->stats.tx_batched += tx->batched;
-	att->stats.tx_errors += tx->errors;
+	spin_lock_bh(&q->lock);
+	q->stats.bytes_in_place += tx->in_place;
+	q->stats.bytes_copied += tx->copied;
+	q->stats.tx_batched += tx->batched;
+	q->stats.tx_errors += tx->errors;
 	tx->in_place = tx->copied = tx->batched = tx->errors = 0;
-	for (n = 0; n < NETBLK_HOST_TX_BATCH && att->pending_count;) {
-		struct netblk_host_pending *p = &att->pending[att->pending_head];
+	for (n = 0; n < NETBLK_HOST_TX_BATCH && q->pending_count;) {
+		struct netblk_host_pending *p = &q->pending[q->pending_head];
 
 		if (!p->purged)
 			tx->batch[n++] = *p;	/* its pages and its hold go with it */
 		p->nr_bvecs = 0;
 		p->header_frag = NULL;
 		p->rq = NULL;
-		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
-		att->pending_count--;
+		q->pending_head = (q->pending_head + 1) % NETBLK_HOST_PENDING;
+		q->pending_count--;
 	}
-	spin_unlock_bh(&att->lock);
+	spin_unlock_bh(&q->lock);
 	return n;
 }
 
-static bool netblk_host_pending_left(struct netblk_attachment *att)
+static bool netblk_host_pending_left(struct netblk_host_queue *q)
 {
 	bool left;
 
-	spin_lock_bh(&att->lock);
-	left = att->pending_count;
-	spin_unlock_bh(&att->lock);
+	spin_lock_bh(&q->lock);
+	left = q->pending_count;
+	spin_unlock_bh(&q->lock);
 	return left;
 }
 
@@ -548,46 +549,46 @@ static bool netblk_host_pending_left(struct netblk_attachment *att)
  * A caller that finds another sending leaves its datagrams to it rather
  * than wait for it on the mutex (nvme-tcp's queue_request does the same
  * with its send_mutex): the sender looks at the ring again after letting
- * go, and what was added before that look -- under att->lock, as the look
+ * go, and what was added before that look -- under q->lock, as the look
  * is -- is sent by it, or by whoever takes the mutex after it.
  */
-static void netblk_host_udp_flush(struct netblk_attachment *att)
+static void netblk_host_udp_flush(struct netblk_host_queue *q)
 {
 	u32 n;
 
 	do {
-		if (!mutex_trylock(&att->tx_mutex))
+		if (!mutex_trylock(&q->tx_mutex))
 			return;
-		while ((n = netblk_host_take_batch(att)))
-			netblk_host_send_batch(att, n);
-		mutex_unlock(&att->tx_mutex);
-	} while (netblk_host_pending_left(att));
+		while ((n = netblk_host_take_batch(q)))
+			netblk_host_send_batch(q, n);
+		mutex_unlock(&q->tx_mutex);
+	} while (netblk_host_pending_left(q));
 }
 
 static void netblk_host_tx_work(struct work_struct *work)
 {
-	netblk_host_udp_flush(container_of(work, struct netblk_attachment, tx_work));
+	netblk_host_udp_flush(container_of(work, struct netblk_host_queue, tx_work));
 }
 
-static void netblk_host_udp_kick(struct netblk_attachment *att)
+static void netblk_host_udp_kick(struct netblk_host_queue *q)
 {
-	queue_work(netblk_host_wq, &att->tx_work);
+	queue_work(netblk_host_wq, &q->tx_work);
 }
 
-static void netblk_host_udp_drop(struct netblk_attachment *att)
+static void netblk_host_udp_drop(struct netblk_host_queue *q)
 {
-	spin_lock_bh(&att->lock);
-	while (att->pending_count) {
-		netblk_host_release_pending(att, &att->pending[att->pending_head]);
-		att->pending_head = (att->pending_head + 1) % NETBLK_HOST_PENDING;
-		att->pending_count--;
+	spin_lock_bh(&q->lock);
+	while (q->pending_count) {
+		netblk_host_release_pending(q, &q->pending[q->pending_head]);
+		q->pending_head = (q->pending_head + 1) % NETBLK_HOST_PENDING;
+		q->pending_count--;
 	}
-	spin_unlock_bh(&att->lock);
+	spin_unlock_bh(&q->lock);
 }
 
 /* ---- answers, in the socket's softirq ---- */
 
-static void netblk_host_udp_read(struct netblk_attachment *att, void *frame, struct request *rq,
+static void netblk_host_udp_read(struct netblk_host_queue *q, void *frame, struct request *rq,
 				 u32 at, u32 len)
 {
 	struct netblk_host_frame *f = frame;
@@ -615,16 +616,16 @@ static void netblk_host_udp_read(struct netblk_attachment *att, void *frame, str
 			goto out;	/* out of both loops: break leaves one bio's only */
 	}
 out:
-	att->stats.read_bytes_copied += done;
+	q->stats.read_bytes_copied += done;
 }
 
 static int netblk_host_encap_rcv(struct sock *sk, struct sk_buff *skb)
 {
-	struct netblk_attachment *att = rcu_dereference_sk_user_data(sk);
+	struct netblk_host_queue *q = rcu_dereference_sk_user_data(sk);
 	struct netblk_host_frame frame = { .skb = skb };
 	u32 payload_len, linear;
 
-	if (!att)
+	if (!q)
 		goto drop;	/* detaching */
 	if (skb->len < sizeof(struct udphdr) + NETBLK_HOST_HEADER_SIZE)
 		goto drop;
@@ -634,7 +635,7 @@ static int netblk_host_encap_rcv(struct sock *sk, struct sk_buff *skb)
 	if (!pskb_may_pull(skb, sizeof(struct udphdr) + linear))
 		goto drop;
 	frame.data_offset = sizeof(struct udphdr) + NETBLK_HOST_HEADER_SIZE;
-	att->rx(att, skb->data + sizeof(struct udphdr), linear, payload_len, &frame);
+	q->rx(q, skb->data + sizeof(struct udphdr), linear, payload_len, &frame);
 	consume_skb(skb);
 	return 0;
 drop:
@@ -661,14 +662,14 @@ static int netblk_host_bind_dev(struct socket *sock, struct net *net, const char
 	return err;
 }
 
-static int netblk_host_udp_open(struct netblk_attachment *att, struct net *net,
+static int netblk_host_udp_open(struct netblk_host_queue *q, struct net *net,
 				netblk_host_rx_fn rx, struct netlink_ext_ack *extack)
 {
 	struct sockaddr_in local = { .sin_family = AF_INET };
 	struct sockaddr_in peer = {
 		.sin_family = AF_INET,
-		.sin_port = htons(att->params.port),
-		.sin_addr.s_addr = att->params.addr,
+		.sin_port = htons(q->att->params.port),
+		.sin_addr.s_addr = q->att->params.addr,
 	};
 	struct socket *sock;
 	struct sock *sk;
@@ -681,8 +682,8 @@ static int netblk_host_udp_open(struct netblk_attachment *att, struct net *net,
 		return err;
 	}
 	sk = sock->sk;
-	if (att->params.ifname[0]) {
-		err = netblk_host_bind_dev(sock, net, att->params.ifname, extack);
+	if (q->att->params.ifname[0]) {
+		err = netblk_host_bind_dev(sock, net, q->att->params.ifname, extack);
 		if (err)
 			goto fail;
 	}
@@ -693,8 +694,8 @@ static int netblk_host_udp_open(struct netblk_attachment *att, struct net *net,
 	}
 	err = kernel_connect(sock, (struct sockaddr *)&peer, sizeof(peer), 0);
 	if (err) {
-		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u: no route to it (%d)", &att->params.addr,
-				   att->params.port, err);
+		NL_SET_ERR_MSG_FMT(extack, "%pI4:%u: no route to it (%d)", &q->att->params.addr,
+				   q->att->params.port, err);
 		goto fail;
 	}
 	/* as nbd's: sending must not wait for the memory that writing to this disk frees */
@@ -705,9 +706,9 @@ static int netblk_host_udp_open(struct netblk_attachment *att, struct net *net,
 	WRITE_ONCE(sk->sk_sndbuf, NETBLK_HOST_SNDBUF);
 	release_sock(sk);
 
-	att->sock = sock;
-	att->rx = rx;	/* before the answers can come: encap_rcv reads it after sk_user_data */
-	rcu_assign_sk_user_data(sk, att);
+	q->sock = sock;
+	q->rx = rx;	/* before the answers can come: encap_rcv reads it after sk_user_data */
+	rcu_assign_sk_user_data(sk, q);
 	WRITE_ONCE(udp_sk(sk)->encap_type, 1);
 	WRITE_ONCE(udp_sk(sk)->encap_rcv, netblk_host_encap_rcv);
 	udp_tunnel_encap_enable(sk);
@@ -718,54 +719,54 @@ fail:
 	return err;
 }
 
-/* No answer reaches the attachment once this returns. */
-static void netblk_host_udp_stop_rx(struct netblk_attachment *att)
+/* No answer reaches the queue once this returns. */
+static void netblk_host_udp_stop_rx(struct netblk_host_queue *q)
 {
-	if (!att->sock)
+	if (!q->sock)
 		return;
-	rcu_assign_sk_user_data(att->sock->sk, NULL);
+	rcu_assign_sk_user_data(q->sock->sk, NULL);
 	synchronize_rcu();	/* an encap_rcv() that read the old pointer is done */
 }
 
 /* After stop_rx and the timer: nothing kicks tx_work any more. */
-static void netblk_host_udp_close(struct netblk_attachment *att)
+static void netblk_host_udp_close(struct netblk_host_queue *q)
 {
-	cancel_work_sync(&att->tx_work);
-	mutex_lock(&att->tx_mutex);	/* a queue_rq still sending */
-	if (att->sock) {
-		sk_clear_memalloc(att->sock->sk);	/* its static key, taken at open */
-		kernel_sock_shutdown(att->sock, SHUT_RDWR);
-		sock_release(att->sock);
-		att->sock = NULL;
+	cancel_work_sync(&q->tx_work);
+	mutex_lock(&q->tx_mutex);	/* a queue_rq still sending */
+	if (q->sock) {
+		sk_clear_memalloc(q->sock->sk);	/* its static key, taken at open */
+		kernel_sock_shutdown(q->sock, SHUT_RDWR);
+		sock_release(q->sock);
+		q->sock = NULL;
 	}
-	mutex_unlock(&att->tx_mutex);
+	mutex_unlock(&q->tx_mutex);
 }
 
 /* The ring of datagrams recorded, the sender's batch; the sender itself. */
-static int netblk_host_udp_create(struct netblk_attachment *att)
+static int netblk_host_udp_create(struct netblk_host_queue *q)
 {
-	INIT_WORK(&att->tx_work, netblk_host_tx_work);
-	mutex_init(&att->tx_mutex);
-	att->pending = kvcalloc(NETBLK_HOST_PENDING, sizeof(*att->pending), GFP_KERNEL);
-	if (!att->pending)
+	INIT_WORK(&q->tx_work, netblk_host_tx_work);
+	mutex_init(&q->tx_mutex);
+	q->pending = kvcalloc(NETBLK_HOST_PENDING, sizeof(*q->pending), GFP_KERNEL);
+	if (!q->pending)
 		return -ENOMEM;
-	att->tx = kvzalloc(sizeof(*att->tx), GFP_KERNEL);
-	if (!att->tx) {
-		kvfree(att->pending);
-		att->pending = NULL;
+	q->tx = kvzalloc(sizeof(*q->tx), GFP_KERNEL);
+	if (!q->tx) {
+		kvfree(q->pending);
+		q->pending = NULL;
 		return -ENOMEM;
 	}
 	return 0;
 }
 
 /* After close and drop, or instead of open: nothing is recorded or sent. */
-static void netblk_host_udp_destroy(struct netblk_attachment *att)
+static void netblk_host_udp_destroy(struct netblk_host_queue *q)
 {
-	page_frag_cache_drain(&att->frags);
-	kvfree(att->tx);
-	att->tx = NULL;
-	kvfree(att->pending);
-	att->pending = NULL;
+	page_frag_cache_drain(&q->frags);
+	kvfree(q->tx);
+	q->tx = NULL;
+	kvfree(q->pending);
+	q->pending = NULL;
 }
 
 const struct netblk_host_transport_ops netblk_host_udp_ops = {

@@ -34,7 +34,9 @@
  *           core      the client core fills it by hand
  *                     (netblk_host_core_read_stats, core/host.cpp)
  *           kernel    the kernel side's (struct netblk_host_kernel_stats,
- *                     host/host.h), written under the attachment's lock
+ *                     host/host.h), written under its queue's lock
+ *         an attached device's counters are its queues' summed (the round
+ *         trip, resend timeout, unreachable and changed: the worst queue's)
  *   kind  count (a counter of events), bytes (a counter of bytes), gauge
  *         (a level now), ns (a level in nanoseconds)
  *   prom  its Prometheus family (netblkctl stats --prometheus), or "" when

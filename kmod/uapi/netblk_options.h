@@ -110,7 +110,16 @@
 	/* requests in flight */						\
 	X(QUEUE_DEPTH, queue_depth, 37, u32, 1, NETBLK_HOST_DEPTH_LIMIT, NETBLK_HOST_DEPTH_DEFAULT, own, "queue-depth", "", "") \
 	/* fail I/O not done in this long; 0: never */				\
-	X(TIMEOUT_MS, timeout_ms, 38, u32, 0, 0xffffffff, 0, own, "timeout", "", "")
+	X(TIMEOUT_MS, timeout_ms, 38, u32, 0, 0xffffffff, 0, own, "timeout", "", "") \
+	/*								\
+	 * blk-mq hardware queues, each with its own socket, session and	\
+	 * queue-depth= requests; 0 (absent): one a CPU, at most the		\
+	 * instance's queues (INFO).  ATTACHED says the number made.		\
+	 */									\
+	X(HOST_QUEUES, queues, 51, u32, 0, 64, 0, gen, "queues", "N",		\
+	  "hardware queues, each with its own socket, session and\n"	\
+	  "queue-depth (1..64; default: one a CPU, at most the\n"		\
+	  "instance's queues)")
 
 /*
  * The C type a knob's value is kept in, by its type (the kernel's and the
@@ -121,6 +130,6 @@
 #define NETBLK_OPTION_CTYPE_u32		uint32_t
 
 /* The next free attribute number of enum netblk_attr. */
-#define NETBLK_A_NEXT 51
+#define NETBLK_A_NEXT 52
 
 #endif /* NETBLK_OPTIONS_H */

@@ -18,7 +18,7 @@ from guest import kernel_trouble, multibuffer_xdp
 from nbtest import client, ctl, host_elf, instances, kernel_log, refused, start  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "client"))	# tests/client
-from netblk_fake import OP_HELLO, OP_READ, FakeServer  # noqa: E402
+from netblk_fake import OP_HELLO, OP_INFO, OP_READ, FakeServer  # noqa: E402
 
 GUEST_FORWARDS = [7000]	# the data path after a start on a down NIC
 # util-linux's setpriv (busybox's cannot set the bounding set): netblkctl
@@ -689,6 +689,47 @@ def test_a_detach_of_a_device_still_attaching_gives_it_up(netblk):
         bad.drop = None
         detach_all(g)
         bad.stop()
+
+
+def test_attach_queues_default_to_the_cpus_up_to_the_instances_and_give_up_together(netblk):
+    """attach takes one queue a CPU (the guest has 2), at most as many as
+    INFO says the instance has -- 1 from a server before queues= -- each
+    queue a session of its own; a detach of a device of two queues still
+    attaching gives up both."""
+    g = netblk
+    cpus = int(g.check("nproc"))
+    try:
+        for queues, want in ((None, 1), (1, 1), (2, min(cpus, 2)), (8, min(cpus, 8))):
+            srv = fake_server(queues=queues).start()
+            try:
+                g.check(f"netblkctl attach {HOST} {srv.port}", timeout=60)
+                att = json.loads(g.check("netblkctl list --attached --json"))[0]
+                assert att["queues"] == want, (queues, att)
+                assert len({r.session for r in srv.requests(OP_INFO)}) == want, queues
+                assert len(g.check("ls /sys/block/netblk0/mq").split()) == want
+                assert ctl(g, "detach", "netblk0")[0] == 0
+            finally:
+                detach_all(g)
+                srv.stop()
+        bad = fake_server(drop=drop_reads, queues=2).start()
+        try:
+            run_timed(g, "hung", f"netblkctl attach {HOST} {bad.port} queues=2")
+            wait_reads(bad, 1)
+            assert len({r.session for r in bad.requests(OP_INFO)}) == 2
+            run_timed(g, "detach", "netblkctl detach all")
+            done = wait_timed(g, "detach", 30)
+            assert done and (done[0], done[2]) == (0, "netblk: 1 device detached\n"), done
+            done = wait_timed(g, "hung", 30)
+            assert done, "the attach outlived its detach"
+            assert (done[0], done[2]) == (
+                1, "netblkctl: /dev/netblk0 was detached while it attached\n"), done
+            assert not [d for d in g.check("ls /sys/block").split() if d.startswith("netblk")]
+        finally:
+            bad.drop = None
+            detach_all(g)
+            bad.stop()
+    finally:
+        detach_all(g)
 
 
 def test_rmmod_during_an_attach_ends_it(netblk):

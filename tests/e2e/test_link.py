@@ -419,6 +419,112 @@ def test_a_forced_detach_and_rmmod_under_load_leave_nothing_behind(attached):
     c.check("modprobe netblk")
 
 
+# ---- attach queues=N: a hardware queue each, with its own socket and session ----
+
+# fio on both CPUs, a job each (so each CPU's hardware queue carries one), each
+# writing and verifying 16 MiB of its own
+FIO_TWO_CPUS = ("fio --name=v --filename=/dev/netblk0 --ioengine=libaio --direct=1 "
+                "--rw=randwrite --bs=16k --iodepth=16 --size=16m --numjobs=2 "
+                "--offset_increment=16m --cpus_allowed=0,1 --cpus_allowed_policy=split "
+                "--verify=crc32c --verify_fatal=1 --do_verify=1 --randrepeat=0 "
+                "--output-format=terse")
+
+
+def start_two_queues(server: Guest) -> None:
+    """The instance again with two queues (a worker each).  Its link NIC has
+    one queue (QEMU's dgram netdev): its RSS does not spread the client's
+    sessions, the server's handoff takes each to the queue that opened it."""
+    server.check(f"netblkctl stop {PORT}", timeout=60)
+    server.check(f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1 queues=2")
+
+
+def udp_sockets(c: Guest) -> int:
+    return int(c.check("wc -l < /proc/net/udp"))
+
+
+def test_attach_queues_2_writes_and_reads_back_every_byte_over_two_sessions(attached, server):
+    c = attached
+    sockets = udp_sockets(c)
+    # an instance of one queue: one queue by default, whatever the CPUs
+    c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    assert attached_json(c)["queues"] == 1
+    assert c.check("ls /sys/block/netblk0/mq").split() == ["0"]
+    c.check("netblkctl detach netblk0", timeout=60)
+
+    start_two_queues(server)
+    out = c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2", timeout=60)
+    assert f"{DEV} is {SERVER_IP}:{PORT}" in out, out
+    att = attached_json(c)
+    assert att["queues"] == 2, att
+    assert att["stats"]["sessions_opened"] == 2, att["stats"]
+    assert c.check("ls /sys/block/netblk0/mq").split() == ["0", "1"]
+    assert udp_sockets(c) == sockets + 2  # a socket a queue, each its own port
+    assert server_stats(server, PORT)["sessions_open"] == 2
+    c.check(FIO_TWO_CPUS, timeout=600)  # exit 0: every block read back as written
+    # every byte of a file of random bytes, written and read back past fio's
+    c.check("dd if=/dev/urandom of=/tmp/r bs=1M count=16 2>/dev/null && "
+            "dd if=/tmp/r of=/dev/netblk0 bs=64k seek=512 oflag=direct conv=fsync 2>/dev/null && "
+            "dd if=/dev/netblk0 of=/tmp/b bs=64k skip=512 count=256 iflag=direct 2>/dev/null && "
+            "cmp /tmp/r /tmp/b", timeout=300)
+    st = attached_json(c)["stats"]
+    assert st["errors"] == 0 and st["requests"] > 0, st
+    lat = attached_json(c).get("latency") or {}
+    assert not lat or lat.get("count", 0) >= st["requests"] - 16, lat  # both queues' samples
+    c.check("netblkctl detach netblk0", timeout=60)
+    assert udp_sockets(c) == sockets
+    # the default against two queues and two CPUs: two
+    c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
+    assert attached_json(c)["queues"] == 2
+    c.check("netblkctl detach netblk0", timeout=60)
+
+
+def test_two_queues_wait_out_a_server_restart_and_a_forced_detach_under_load(attached, server):
+    c = attached
+    start_two_queues(server)
+    sockets = udp_sockets(c)
+    c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2", timeout=60)
+    # each queue's session reopens on its own, its writes verified
+    c.check(f"({FIO_TWO_CPUS} --loops=2 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
+            "> /dev/null 2>&1 &")
+    server.check(f"sleep 2; netblkctl stop {PORT}; sleep 3; "
+                 f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1 queues=2", timeout=120)
+    c.check("for i in $(seq 1200); do test -s /tmp/fio.rc && break; sleep 0.5; done; "
+            "cat /tmp/fio.rc /tmp/fio.out; test $(cat /tmp/fio.rc) = 0", timeout=700)
+    st = attached_json(c)["stats"]
+    assert st["sessions_opened"] >= 4 and st["errors"] == 0, st  # both queues, twice
+    assert st["changed"] == 0, st
+
+    done = int(c.check("awk '{print $1 + $5}' /sys/block/netblk0/stat"))
+    c.check("(fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
+            "--bs=64k --iodepth=32 --size=64m --numjobs=2 --cpus_allowed=0,1 "
+            "--cpus_allowed_policy=split --time_based --runtime=120 >/tmp/l.out 2>&1; "
+            "echo $? > /tmp/l.rc) > /dev/null 2>&1 &")
+    # once fio has the disk open and its I/O going: 100 requests past the first fio's
+    c.check(f"for i in $(seq 600); do test $(cat /sys/block/netblk0/stat | "
+            f"awk '{{print $1 + $5}}') -gt {done + 100} && exit 0; sleep 0.2; done; exit 1",
+            timeout=180)
+    c.check("netblkctl detach netblk0 --force", timeout=60)
+    rc, out = c.run("for i in $(seq 120); do test -s /tmp/l.rc && break; sleep 0.5; done; "
+                    "test $(cat /tmp/l.rc) != 0", timeout=120)  # its I/O failed, it ended
+    if rc != 0:
+        _, diag = c.run("cat /tmp/l.out; ps; for p in $(pidof fio); do echo == $p; "
+                        "cat /proc/$p/stack; done; dmesg | tail -40; cat /proc/partitions; "
+                        "cat /proc/net/udp", timeout=60)
+        pytest.fail(f"fio did not end after the forced detach: {out}\n{diag}")
+    assert "netblk0" not in c.check("cat /proc/partitions")
+    assert udp_sockets(c) == sockets  # both queues' sockets are gone
+    # again, ended by rmmod under load this time
+    c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2", timeout=60)
+    c.check("(dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
+            "echo $? > /tmp/r.rc) > /dev/null 2>&1 & "
+            "for i in $(seq 600); do test $(awk '{print $1}' /sys/block/netblk0/stat) -gt 20 "
+            "&& exit 0; sleep 0.2; done; exit 1", timeout=180)
+    c.check("netblkctl detach all --force && for i in $(seq 120); do test -s /tmp/r.rc && "
+            "break; sleep 0.5; done && rmmod netblk", timeout=120)
+    assert udp_sockets(c) == sockets
+    c.check("modprobe netblk")
+
+
 def test_a_restart_on_another_device_fails_io_and_writes_nothing_to_it(attached, server):
     c = attached
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
@@ -496,6 +602,30 @@ def test_with_a_timeout_io_fails_eio_while_the_server_is_away(attached, server):
             f"dd if={DEV} bs=4k count=4 iflag=direct 2>/dev/null | cmp /tmp/s -", timeout=120)
     st = attached_json(c)["stats"]
     assert st["unreachable"] == 0 and st["sessions_opened"] >= 2, st
+    c.check("netblkctl detach netblk0", timeout=60)
+
+
+def test_two_queues_each_give_the_server_up_and_find_it_again(attached, server):
+    c = attached
+    start_two_queues(server)
+    c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2 timeout=5", timeout=60)
+    server.check(f"netblkctl stop {PORT}")
+    # a write from each CPU: each hardware queue's core waits out the timeout on its own
+    for cpu in (0, 1):
+        rc, out = c.run(f"taskset -c {cpu} dd if=/dev/zero of={DEV} bs=4k count=1 "
+                        "oflag=direct", timeout=120)
+        assert rc != 0 and ("Input/output error" in out or "I/O error" in out), out
+    st = attached_json(c)["stats"]
+    assert st["unreachable"] == 1 and st["outages"] == 2, st  # each queue's own outage
+    server.check(f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1 queues=2")
+    wait_reachable(c, "netblk0")  # unreachable is the worst queue's: both found it
+    for cpu in (0, 1):
+        c.check(f"dd if=/dev/urandom of=/tmp/s bs=4k count=4 2>/dev/null && "
+                f"taskset -c {cpu} dd if=/tmp/s of={DEV} bs=4k seek={8 * cpu} oflag=direct "
+                f"2>/dev/null && taskset -c {1 - cpu} dd if={DEV} bs=4k skip={8 * cpu} count=4 "
+                "iflag=direct 2>/dev/null | cmp /tmp/s -", timeout=120)
+    st = attached_json(c)["stats"]
+    assert st["unreachable"] == 0 and st["sessions_opened"] >= 4, st
     c.check("netblkctl detach netblk0", timeout=60)
 
 

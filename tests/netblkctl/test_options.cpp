@@ -121,6 +121,7 @@ constexpr pinned abi[] = {
 	{NETBLK_A_QUEUES, 48},
 	{NETBLK_A_QUEUE_LIST, 49},
 	{NETBLK_A_QUEUE, 50},
+	{NETBLK_A_HOST_QUEUES, 51},
 };
 
 TEST(Options, AttributeNumbersNeverChange)

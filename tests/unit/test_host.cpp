@@ -20,7 +20,7 @@ struct sent {
 	uint32_t tag, at, len;
 };
 
-struct netblk_attachment {
+struct netblk_host_queue {
 	std::vector<sent> sends;
 	std::vector<std::pair<uint32_t, uint16_t>> done;
 	std::vector<uint8_t> read_into;	/* request 0's buffer */
@@ -28,7 +28,7 @@ struct netblk_attachment {
 	std::vector<netblk_host_change_reason> changed;
 };
 
-static void fake_send(struct netblk_attachment *att, const uint8_t *bytes, uint32_t tag,
+static void fake_send(struct netblk_host_queue *att, const uint8_t *bytes, uint32_t tag,
 		      uint32_t at, uint32_t len)
 {
 	sent s;
@@ -40,24 +40,24 @@ static void fake_send(struct netblk_attachment *att, const uint8_t *bytes, uint3
 	att->sends.push_back(s);
 }
 
-static void fake_read(struct netblk_attachment *att, uint32_t tag, uint32_t at, void *frame,
+static void fake_read(struct netblk_host_queue *att, uint32_t tag, uint32_t at, void *frame,
 		      uint32_t len)
 {
 	if (tag == 0 && at + len <= att->read_into.size())
 		memcpy(att->read_into.data() + at, frame, len);
 }
 
-static void fake_complete(struct netblk_attachment *att, uint32_t tag, uint16_t status)
+static void fake_complete(struct netblk_host_queue *att, uint32_t tag, uint16_t status)
 {
 	att->done.push_back({tag, status});
 }
 
-static void fake_resized(struct netblk_attachment *att, uint64_t size_bytes)
+static void fake_resized(struct netblk_host_queue *att, uint64_t size_bytes)
 {
 	att->resized.push_back(size_bytes);
 }
 
-static void fake_changed(struct netblk_attachment *att, enum netblk_host_change_reason reason)
+static void fake_changed(struct netblk_host_queue *att, enum netblk_host_change_reason reason)
 {
 	att->changed.push_back(reason);
 }
@@ -95,7 +95,7 @@ protected:
 		cfg.deadline_ns = deadline_ns;
 		cfg.seed = 7;
 		cfg.ops = &fake_ops;
-		cfg.att = &att;
+		cfg.queue = &att;
 		auth = {};
 		if (key) {
 			cfg.keyed = 1;
@@ -214,7 +214,7 @@ protected:
 		att.done.clear();
 	}
 
-	netblk_attachment att;
+	netblk_host_queue att;
 	netblk_host_core *core = nullptr;
 	uint64_t now = 1000 * ms;
 	auth_config auth = {};		/* a keyed instance's: create() */
@@ -230,7 +230,23 @@ TEST_F(Host, OpensASessionAsksInfoAndKnowsTheInstance)
 	EXPECT_EQ(info.size_bytes, 1u << 20);
 	EXPECT_EQ(info.max_io, 1024u);
 	EXPECT_EQ(info.slots, 256u);
+	EXPECT_EQ(info.queues, 1u);
 	EXPECT_TRUE(info.volatile_cache);
+}
+
+/* attach queues=N takes its default from the instance's queues: INFO's byte 56 */
+TEST_F(Host, InfoTellsTheInstancesQueues)
+{
+	netblk_host_core_connect(core, info_tag, now);
+	answer(att.sends[0].h, 0, nullptr, 0, 0, 0xc00c1e);
+	answer(att.sends[1].h);
+	ASSERT_EQ(att.sends.size(), 3u);
+	std::vector<uint8_t> info = info_bytes();
+	info[56] = 0, info[57] = 0, info[58] = 0, info[59] = 3;	/* big-endian */
+	answer(att.sends[2].h, 0, info.data(), (uint32_t)info.size());
+	netblk_host_info got;
+	ASSERT_EQ(netblk_host_core_info(core, &got), 0);
+	EXPECT_EQ(got.queues, 3u);
 }
 
 TEST_F(Host, ARefusedSessionFailsInfoWithTheReason)
