@@ -313,7 +313,7 @@ def test_fio_waits_out_a_server_restart_and_a_module_reload(attached, server):
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     # fio writes and verifies while the instance is stopped and started again,
     # then while the server's module is reloaded under it
-    c.check(f"({FIO_VERIFY} --loops=4 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
+    c.check(f"rm -f /tmp/fio.rc; ({FIO_VERIFY} --loops=4 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
             "> /dev/null 2>&1 &")
     server.check(f"sleep 2; netblkctl stop {PORT}; sleep 3; "
                  f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1; sleep 3; "
@@ -346,7 +346,7 @@ def test_an_instance_waits_out_its_nic_going_down_and_losing_its_address(attache
     netblk-supervise.service runs it) adds it again."""
     c = attached
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
-    c.check(f"({FIO_VERIFY} --loops=3 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
+    c.check(f"rm -f /tmp/fio.rc; ({FIO_VERIFY} --loops=3 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
             "> /dev/null 2>&1 &")
     server.check("(netblkctl watch --json --interval 60 >/tmp/watch-nic.out 2>&1 &); sleep 2")
     drops_xdp = SERVER_LINK_NIC == "vmxnet3"
@@ -391,7 +391,7 @@ def test_a_forced_detach_and_rmmod_under_load_leave_nothing_behind(attached):
     sockets = c.check("wc -l < /proc/net/udp").strip()
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     assert int(c.check("wc -l < /proc/net/udp")) == int(sockets) + 1  # the client's socket
-    c.check("(fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
+    c.check("rm -f /tmp/l.rc; (fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
             "--bs=64k --iodepth=32 --size=64m --time_based --runtime=120 >/tmp/l.out 2>&1; "
             "echo $? > /tmp/l.rc) > /dev/null 2>&1 &")
     # once fio has the disk open and its I/O going (a debug kernel starts it slowly)
@@ -407,7 +407,7 @@ def test_a_forced_detach_and_rmmod_under_load_leave_nothing_behind(attached):
     assert c.check("wc -l < /proc/net/udp").strip() == sockets  # the client's socket is gone
     # again, ended by rmmod under load this time
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
-    c.check("(dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
+    c.check("rm -f /tmp/r.rc; (dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
             "echo $? > /tmp/r.rc) > /dev/null 2>&1 & "
             "for i in $(seq 600); do test $(awk '{print $1}' /sys/block/netblk0/stat) -gt 20 "
             "&& exit 0; sleep 0.2; done; exit 1", timeout=180)
@@ -484,7 +484,7 @@ def test_two_queues_wait_out_a_server_restart_and_a_forced_detach_under_load(att
     sockets = udp_sockets(c)
     c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2", timeout=60)
     # each queue's session reopens on its own, its writes verified
-    c.check(f"({FIO_TWO_CPUS} --loops=2 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
+    c.check(f"rm -f /tmp/fio.rc; ({FIO_TWO_CPUS} --loops=2 >/tmp/fio.out 2>&1; echo $? > /tmp/fio.rc) "
             "> /dev/null 2>&1 &")
     server.check(f"sleep 2; netblkctl stop {PORT}; sleep 3; "
                  f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1 queues=2", timeout=120)
@@ -495,7 +495,7 @@ def test_two_queues_wait_out_a_server_restart_and_a_forced_detach_under_load(att
     assert st["changed"] == 0, st
 
     done = int(c.check("awk '{print $1 + $5}' /sys/block/netblk0/stat"))
-    c.check("(fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
+    c.check("rm -f /tmp/l.rc; (fio --name=l --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
             "--bs=64k --iodepth=32 --size=64m --numjobs=2 --cpus_allowed=0,1 "
             "--cpus_allowed_policy=split --time_based --runtime=120 >/tmp/l.out 2>&1; "
             "echo $? > /tmp/l.rc) > /dev/null 2>&1 &")
@@ -515,7 +515,7 @@ def test_two_queues_wait_out_a_server_restart_and_a_forced_detach_under_load(att
     assert udp_sockets(c) == sockets  # both queues' sockets are gone
     # again, ended by rmmod under load this time
     c.check(f"netblkctl attach {SERVER_IP} {PORT} queues=2", timeout=60)
-    c.check("(dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
+    c.check("rm -f /tmp/r.rc; (dd if=/dev/netblk0 of=/dev/null bs=64k iflag=direct 2>/dev/null; "
             "echo $? > /tmp/r.rc) > /dev/null 2>&1 & "
             "for i in $(seq 600); do test $(awk '{print $1}' /sys/block/netblk0/stat) -gt 20 "
             "&& exit 0; sleep 0.2; done; exit 1", timeout=180)
@@ -933,7 +933,7 @@ def test_stop_and_rmmod_under_jumbo_load_leave_nothing_behind(jumbo, server, cli
     server.check(f"netblkctl start /dev/nvme0n1p1 {PORT} dev=eth1")
     c = client_host
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
-    c.check("(fio --name=j --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
+    c.check("rm -f /tmp/j.rc; (fio --name=j --filename=/dev/netblk0 --ioengine=libaio --direct=1 --rw=randrw "
             "--bs=8k --iodepth=32 --size=64m --time_based --runtime=60 >/tmp/j.out 2>&1; "
             "echo $? > /tmp/j.rc) > /dev/null 2>&1 &")
     server.check("for i in $(seq 600); do netblkctl list --json | grep -q "
