@@ -149,6 +149,19 @@ void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats 
 	core->engine.read_stats(stats);
 }
 
+/* Every field a count or a level of the queue's own (sessions, in flight): they add up. */
+#define NB_STATS_ADD(NAME, name, ...) sum->name += one->name;
+
+void netblk_stats_add(struct netblk_stats *sum, const struct netblk_stats *one)
+{
+	NETBLK_STATS(NB_STATS_ADD)
+	for (uint32_t i = 0; i < NETBLK_DROP_REASONS; i++)
+		sum->dropped[i] += one->dropped[i];
+	for (uint32_t i = 0; i < NETBLK_REFUSALS; i++)
+		sum->refused_by[i] += one->refused_by[i];
+}
+#undef NB_STATS_ADD
+
 uint32_t netblk_core_read_op_service(const struct netblk_core *core,
 				     struct netblk_op_service *out, uint32_t n)
 {

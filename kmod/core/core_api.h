@@ -261,6 +261,8 @@ void netblk_core_held(struct netblk_core *core, struct netblk_held *held);
 void netblk_core_complete(struct netblk_core *core, uint32_t slot, uint16_t status);
 
 void netblk_core_read_stats(const struct netblk_core *core, struct netblk_stats *stats);
+/* Add one queue's counters (netblk_core_read_stats) into an instance's @sum. */
+void netblk_stats_add(struct netblk_stats *sum, const struct netblk_stats *one);
 
 /* The histogram's layout (core/histogram.h), for readers of its buckets. */
 #define NETBLK_LATENCY_LINEAR_LIMIT 128

@@ -605,4 +605,25 @@ void netblk_host_core_read_stats(const struct netblk_host_core *core,
 	stats->resizes = read_once(c->resizes);
 }
 
+#define NB_HOST_ADD_queue(name) sum->name += one->name;
+#define NB_HOST_ADD_core(name) sum->name += one->name;
+#define NB_HOST_ADD_kernel(name)
+#define NB_HOST_ADD(NAME, name, nr, where, ...) NB_HOST_ADD_##where(name)
+
+void netblk_host_stats_add(struct netblk_host_stats *sum, const struct netblk_host_stats *one)
+{
+	const struct netblk_host_stats was = *sum;
+
+	NETBLK_HOST_STATS(NB_HOST_ADD)
+	sum->srtt_ns = max(was.srtt_ns, one->srtt_ns);
+	sum->rto_ns = max(was.rto_ns, one->rto_ns);
+	sum->reordering = max(was.reordering, one->reordering);
+	sum->unreachable = max(was.unreachable, one->unreachable);
+	sum->changed = max(was.changed, one->changed);
+}
+#undef NB_HOST_ADD
+#undef NB_HOST_ADD_queue
+#undef NB_HOST_ADD_core
+#undef NB_HOST_ADD_kernel
+
 } /* extern "C" */

@@ -154,6 +154,13 @@ void netblk_host_core_cancel_all(struct netblk_host_core *core, uint16_t status)
 
 void netblk_host_core_read_stats(const struct netblk_host_core *core,
 				 struct netblk_host_stats *stats);
+/*
+ * Add one hardware queue's counters into an attachment's @sum: counts and
+ * the levels that are the queue's share (window, outstanding, queued) add
+ * up; what says a state -- round trip, resend timeout, reordering learnt,
+ * unreachable, changed -- is the worst queue's.
+ */
+void netblk_host_stats_add(struct netblk_host_stats *sum, const struct netblk_host_stats *one);
 
 /*
  * The service-time histogram: a block request's queueing to its last

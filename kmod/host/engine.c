@@ -420,49 +420,26 @@ bool netblk_host_engine_gave_up(struct netblk_attachment *att)
 	return gave_up;
 }
 
-/*
- * Every counter is a u64 (netblk_counters.h): the queues' are added, but
- * those that say a state rather than count -- the round trip, the resend
- * timeout, whether the instance is given up for gone, why it stopped -- are
- * the worst queue's.
- */
-static void netblk_host_add_stats(struct netblk_host_stats *sum,
-				  const struct netblk_host_stats *q)
-{
-	struct netblk_host_stats was = *sum;
-	const u64 *from = (const u64 *)q;
-	u64 *to = (u64 *)sum;
-	size_t i;
-
-	BUILD_BUG_ON(sizeof(*sum) % sizeof(u64));
-	for (i = 0; i < sizeof(*sum) / sizeof(u64); i++)
-		to[i] += from[i];
-	sum->srtt_ns = max(was.srtt_ns, q->srtt_ns);
-	sum->rto_ns = max(was.rto_ns, q->rto_ns);
-	sum->unreachable = max(was.unreachable, q->unreachable);
-	sum->changed = max(was.changed, q->changed);
-}
+#define NETBLK_HOST_KERNEL_ADD_queue(name)
+#define NETBLK_HOST_KERNEL_ADD_core(name)
+#define NETBLK_HOST_KERNEL_ADD_kernel(name) kernel->name += q->stats.name;
+#define NETBLK_HOST_KERNEL_ADD(NAME, name, nr, where, ...) NETBLK_HOST_KERNEL_ADD_##where(name)
 
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
 			    struct netblk_host_kernel_stats *kernel)
 {
 	struct netblk_host_stats one;
-	u64 *to = (u64 *)kernel;
 	u32 i;
-	size_t j;
 
-	BUILD_BUG_ON(sizeof(*kernel) % sizeof(u64));
 	memset(core, 0, sizeof(*core));
 	memset(kernel, 0, sizeof(*kernel));
 	for (i = 0; i < att->nr_queues; i++) {
 		struct netblk_host_queue *q = att->queues[i];
-		const u64 *from = (const u64 *)&q->stats;
 
 		spin_lock_bh(&q->lock);
 		netblk_host_core_read_stats(q->core, &one);
-		for (j = 0; j < sizeof(*kernel) / sizeof(u64); j++)
-			to[j] += from[j];
+		NETBLK_HOST_STATS(NETBLK_HOST_KERNEL_ADD)
 		spin_unlock_bh(&q->lock);
-		netblk_host_add_stats(core, &one);
+		netblk_host_stats_add(core, &one);
 	}
 }

@@ -609,16 +609,11 @@ void netblk_instance_read_stats(const struct netblk_instance *inst, struct netbl
 {
 	const struct netblk_queue *q;
 	struct netblk_stats one;
-	u64 *sum = (u64 *)s;
-	const u64 *add = (const u64 *)&one;
-	u32 i;
 
-	BUILD_BUG_ON(sizeof(*s) % sizeof(u64));
 	memset(s, 0, sizeof(*s));
 	netblk_for_each_queue(q, inst) {
 		netblk_core_read_stats(q->core, &one);
-		for (i = 0; i < sizeof(*s) / sizeof(u64); i++)
-			sum[i] += add[i];
+		netblk_stats_add(s, &one);
 	}
 }
 

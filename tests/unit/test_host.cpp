@@ -614,3 +614,35 @@ TEST_F(Host, WithoutATimeoutASilentInstanceIsWaitedForever)
 }
 
 } /* namespace */
+
+/*
+ * An attachment's counters are its hardware queues': counts and their
+ * shares of the window added, the states the worst queue's.
+ */
+TEST(HostStats, AnAttachmentsCountersAreItsQueuesAddedItsStatesTheWorst)
+{
+	netblk_host_stats sum = {}, a = {}, b = {};
+	uint64_t v = 1;
+
+#define SET_queue(name) a.name = v++; b.name = 1000 * v++;
+#define SET_core(name) SET_queue(name)
+#define SET_kernel(name)
+#define SET(NAME, name, nr, where, ...) SET_##where(name)
+	NETBLK_HOST_STATS(SET)
+#undef SET
+	a.srtt_ns = 9000, b.srtt_ns = 300;
+	a.rto_ns = 100, b.rto_ns = 200000;
+	a.reordering = 3, b.reordering = 1;
+	a.unreachable = 0, b.unreachable = 1;
+	a.changed = 1, b.changed = 0;
+	netblk_host_stats_add(&sum, &a);
+	netblk_host_stats_add(&sum, &b);
+	EXPECT_EQ(sum.srtt_ns, 9000u);
+	EXPECT_EQ(sum.rto_ns, 200000u);
+	EXPECT_EQ(sum.reordering, 3u);
+	EXPECT_EQ(sum.unreachable, 1u);
+	EXPECT_EQ(sum.changed, 1u);
+	EXPECT_EQ(sum.window, a.window + b.window);
+	EXPECT_EQ(sum.outstanding, a.outstanding + b.outstanding);
+	EXPECT_EQ(sum.sends, a.sends + b.sends);
+}

@@ -254,3 +254,27 @@ TEST(SessionQueuesOne, OneQueueTakesEverything)
 }
 
 } // namespace
+
+/* list's counters are the queues' added, every field and both arrays. */
+TEST(SessionQueuesStats, AnInstancesCountersAreItsQueuesAdded)
+{
+	netblk_stats sum = {}, a = {}, b = {};
+	uint64_t v = 1;
+
+#define SET(NAME, name, ...) a.name = v++; b.name = 1000 * v++;
+	NETBLK_STATS(SET)
+#undef SET
+	for (uint32_t i = 0; i < NETBLK_DROP_REASONS; i++)
+		a.dropped[i] = i + 1, b.dropped[i] = 100 * (i + 1);
+	for (uint32_t i = 0; i < NETBLK_REFUSALS; i++)
+		a.refused_by[i] = i + 7, b.refused_by[i] = 100 * (i + 7);
+	netblk_stats_add(&sum, &a);
+	netblk_stats_add(&sum, &b);
+#define CHECK(NAME, name, ...) EXPECT_EQ(sum.name, a.name + b.name) << #name;
+	NETBLK_STATS(CHECK)
+#undef CHECK
+	for (uint32_t i = 0; i < NETBLK_DROP_REASONS; i++)
+		EXPECT_EQ(sum.dropped[i], 101 * (i + 1));
+	for (uint32_t i = 0; i < NETBLK_REFUSALS; i++)
+		EXPECT_EQ(sum.refused_by[i], 101 * (i + 7));
+}
