@@ -19,20 +19,54 @@
 #define NETBLK_HS_ROW_core(NAME, name) { NETBLK_HS_##NAME, 0, offsetof(struct netblk_host_stats, name) },
 #define NETBLK_HS_ROW_kernel(NAME, name) { NETBLK_HS_##NAME, 1, offsetof(struct netblk_host_kernel_stats, name) },
 #define NETBLK_HS_ROW(NAME, name, nr, where, ...) NETBLK_HS_ROW_##where(NAME, name)
-static const struct {
+struct netblk_host_stat_field {
 	u16 attr;
 	u16 kernel;	/* in struct netblk_host_kernel_stats, not the core's */
 	u16 offset;
-} netblk_host_stat_fields[] = {
+};
+
+static const struct netblk_host_stat_field netblk_host_stat_fields[] = {
 	NETBLK_HOST_STATS(NETBLK_HS_ROW)
 };
+
+/* What each hardware queue's NETBLK_Q_HOST_STATS holds (netblk_genl.h): how work spreads. */
+static const struct netblk_host_stat_field netblk_host_queue_stat_fields[] = {
+	NETBLK_HS_ROW_kernel(REQUESTS, requests)
+	NETBLK_HS_ROW_queue(COMPLETED, completed)
+	NETBLK_HS_ROW_core(SENDS, sends)
+	NETBLK_HS_ROW_queue(TIMEOUTS, timeouts)
+	NETBLK_HS_ROW_core(SESSIONS_OPENED, sessions_opened)
+	NETBLK_HS_ROW_core(OUTSTANDING, outstanding)
+};
+
+/* A nest @attr of @fields' counters, read from @core or @kernel. */
+static int netblk_put_host_stat_rows(struct sk_buff *skb, int attr,
+				     const struct netblk_host_stats *core,
+				     const struct netblk_host_kernel_stats *kernel,
+				     const struct netblk_host_stat_field *fields, unsigned int n)
+{
+	struct nlattr *nest = nla_nest_start(skb, attr);
+	unsigned int i;
+
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < n; i++) {
+		const void *base = fields[i].kernel ? (const void *)kernel : (const void *)core;
+		const u64 *value = base + fields[i].offset;
+
+		if (nla_put_u64_64bit(skb, fields[i].attr, *value, NETBLK_HS_PAD)) {
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
 
 static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *att)
 {
 	struct netblk_host_kernel_stats kernel;
 	struct netblk_host_stats core;
-	struct nlattr *nest;
-	unsigned int i;
 
 	/* every counter but the padding attribute has its row */
 	BUILD_BUG_ON(ARRAY_SIZE(netblk_host_stat_fields) != NETBLK_HS_MAX - 1);
@@ -43,22 +77,40 @@ static int netblk_put_host_stats(struct sk_buff *skb, struct netblk_attachment *
 		     (int)NETBLK_HOST_GEOMETRY != (int)NETBLK_HOST_CHANGE_GEOMETRY ||
 		     (int)NETBLK_HOST_INFO_REFUSED != (int)NETBLK_HOST_CHANGE_INFO_REFUSED);
 	netblk_host_read_stats(att, &core, &kernel);
-	nest = nla_nest_start(skb, NETBLK_A_HOST_STATS);
-	if (!nest)
-		return -EMSGSIZE;
-	for (i = 0; i < ARRAY_SIZE(netblk_host_stat_fields); i++) {
-		const void *base = netblk_host_stat_fields[i].kernel ? (const void *)&kernel :
-								      (const void *)&core;
-		const u64 *value = base + netblk_host_stat_fields[i].offset;
+	return netblk_put_host_stat_rows(skb, NETBLK_A_HOST_STATS, &core, &kernel,
+					 netblk_host_stat_fields,
+					 ARRAY_SIZE(netblk_host_stat_fields));
+}
 
-		if (nla_put_u64_64bit(skb, netblk_host_stat_fields[i].attr, *value, NETBLK_HS_PAD))
+/* Each hardware queue's share (NETBLK_A_QUEUE_LIST), for a device of several. */
+static int netblk_put_host_queues(struct sk_buff *skb, struct netblk_attachment *att)
+{
+	struct netblk_host_kernel_stats kernel;
+	struct netblk_host_stats core;
+	struct nlattr *list, *one;
+	u32 i;
+
+	if (att->nr_queues < 2)
+		return 0;
+	list = nla_nest_start(skb, NETBLK_A_QUEUE_LIST);
+	if (!list)
+		return -EMSGSIZE;
+	for (i = 0; i < att->nr_queues; i++) {
+		one = nla_nest_start(skb, NETBLK_A_QUEUE);
+		if (!one)
 			goto cancel;
+		netblk_host_read_queue_stats(att->queues[i], &core, &kernel);
+		if (netblk_put_host_stat_rows(skb, NETBLK_Q_HOST_STATS, &core, &kernel,
+					      netblk_host_queue_stat_fields,
+					      ARRAY_SIZE(netblk_host_queue_stat_fields)))
+			goto cancel;
+		nla_nest_end(skb, one);
 	}
-	nla_nest_end(skb, nest);
+	nla_nest_end(skb, list);
 	return 0;
 
 cancel:
-	nla_nest_cancel(skb, nest);
+	nla_nest_cancel(skb, list);
 	return -EMSGSIZE;
 }
 
@@ -92,7 +144,7 @@ static int netblk_fill_attachment(struct sk_buff *skb, struct netblk_attachment 
 	    nla_put_u64_64bit(skb, NETBLK_A_UPTIME_MS,
 			      div_u64(ktime_get_boottime_ns() - att->attached_ns, NSEC_PER_MSEC),
 			      NETBLK_A_PAD) ||
-	    (stats && netblk_put_host_stats(skb, att))) {
+	    (stats && (netblk_put_host_stats(skb, att) || netblk_put_host_queues(skb, att)))) {
 		genlmsg_cancel(skb, hdr);
 		return -EMSGSIZE;
 	}

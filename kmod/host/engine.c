@@ -425,6 +425,24 @@ bool netblk_host_engine_gave_up(struct netblk_attachment *att)
 #define NETBLK_HOST_KERNEL_ADD_kernel(name) kernel->name += q->stats.name;
 #define NETBLK_HOST_KERNEL_ADD(NAME, name, nr, where, ...) NETBLK_HOST_KERNEL_ADD_##where(name)
 
+/* Adds hardware queue @q's kernel counters to @kernel; its core's are *@core. */
+static void netblk_host_read_one(struct netblk_host_queue *q, struct netblk_host_stats *core,
+				 struct netblk_host_kernel_stats *kernel)
+{
+	spin_lock_bh(&q->lock);
+	netblk_host_core_read_stats(q->core, core);
+	NETBLK_HOST_STATS(NETBLK_HOST_KERNEL_ADD)
+	spin_unlock_bh(&q->lock);
+}
+
+/* One hardware queue's counters alone (ATTACHED's NETBLK_A_QUEUE_LIST). */
+void netblk_host_read_queue_stats(struct netblk_host_queue *q, struct netblk_host_stats *core,
+				  struct netblk_host_kernel_stats *kernel)
+{
+	memset(kernel, 0, sizeof(*kernel));
+	netblk_host_read_one(q, core, kernel);
+}
+
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
 			    struct netblk_host_kernel_stats *kernel)
 {
@@ -434,12 +452,7 @@ void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_st
 	memset(core, 0, sizeof(*core));
 	memset(kernel, 0, sizeof(*kernel));
 	for (i = 0; i < att->nr_queues; i++) {
-		struct netblk_host_queue *q = att->queues[i];
-
-		spin_lock_bh(&q->lock);
-		netblk_host_core_read_stats(q->core, &one);
-		NETBLK_HOST_STATS(NETBLK_HOST_KERNEL_ADD)
-		spin_unlock_bh(&q->lock);
+		netblk_host_read_one(att->queues[i], &one, kernel);
 		netblk_host_stats_add(core, &one);
 	}
 }

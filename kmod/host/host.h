@@ -370,6 +370,8 @@ bool netblk_host_give_up(struct netblk_attachment *att, enum netblk_host_abort w
 /* Whether any queue's core gave the instance up for silent (timeout=). */
 bool netblk_host_engine_gave_up(struct netblk_attachment *att);
 /* The attachment's counters, its queues' summed, each read under its lock. */
+void netblk_host_read_queue_stats(struct netblk_host_queue *q, struct netblk_host_stats *core,
+				  struct netblk_host_kernel_stats *kernel);
 void netblk_host_read_stats(struct netblk_attachment *att, struct netblk_host_stats *core,
 			    struct netblk_host_kernel_stats *kernel);
 

@@ -169,7 +169,8 @@ enum netblk_attr {
 	NETBLK_ATTACH_OPTIONS(NETBLK_A_OPTION)
 	/*
 	 * nested, LIST: the instance's queues (start queues=N), a NETBLK_A_QUEUE
-	 * nest each, in order: enum netblk_queue_attr
+	 * nest each, in order: enum netblk_queue_attr; ATTACHED: a device's
+	 * hardware queues (attach queues=N), when it has several
 	 */
 	NETBLK_A_QUEUE_LIST = 49,
 	NETBLK_A_QUEUE,
@@ -229,11 +230,15 @@ enum netblk_stop_reason {
  * counters that show how work spreads over the queues, its own alone
  * (nested: NETBLK_S_REQUESTS, _FRAMES_RX, _FRAMES_TX, _STEERED,
  * _SESSIONS_OPEN, _INFLIGHT_DISK; NETBLK_A_STATS has them all, summed).
+ * An attached device's hardware queue (ATTACHED, in its NETBLK_A_QUEUE_LIST)
+ * has NETBLK_Q_HOST_STATS instead: NETBLK_HS_REQUESTS, _COMPLETED, _SENDS,
+ * _TIMEOUTS, _SESSIONS_OPENED, _OUTSTANDING (NETBLK_A_HOST_STATS: all, summed).
  */
 enum netblk_queue_attr {
 	NETBLK_Q_UNSPEC,
 	NETBLK_Q_CPU,		/* u32 */
 	NETBLK_Q_STATS,		/* nested: enum netblk_stat_attr */
+	NETBLK_Q_HOST_STATS,	/* nested: enum netblk_host_stat_attr */
 	__NETBLK_Q_MAX,
 };
 #define NETBLK_Q_MAX (__NETBLK_Q_MAX - 1)

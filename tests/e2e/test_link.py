@@ -448,6 +448,7 @@ def test_attach_queues_2_writes_and_reads_back_every_byte_over_two_sessions(atta
     # an instance of one queue: one queue by default, whatever the CPUs
     c.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60)
     assert attached_json(c)["queues"] == 1
+    assert attached_json(c)["queue_list"] == []  # a device of one queue: its sums say it all
     assert c.check("ls /sys/block/netblk0/mq").split() == ["0"]
     c.check("netblkctl detach netblk0", timeout=60)
 
@@ -468,6 +469,11 @@ def test_attach_queues_2_writes_and_reads_back_every_byte_over_two_sessions(atta
             "cmp /tmp/r /tmp/b", timeout=300)
     st = attached_json(c)["stats"]
     assert st["errors"] == 0 and st["requests"] > 0, st
+    # each hardware queue carried its CPU's share, and the shares add up
+    ql = attached_json(c)["queue_list"]
+    assert len(ql) == 2 and all(q["requests"] > 0 and q["sends"] > 0 for q in ql), ql
+    assert sum(q["requests"] for q in ql) == attached_json(c)["stats"]["requests"], ql
+    assert all(q["sessions_opened"] == 1 for q in ql), ql
     lat = attached_json(c).get("latency") or {}
     assert not lat or lat.get("count", 0) >= st["requests"] - 16, lat  # both queues' samples
     c.check("netblkctl detach netblk0", timeout=60)

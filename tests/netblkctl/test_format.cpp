@@ -250,6 +250,35 @@ TEST(FormatInstance, SaysEachQueuesShare)
 	EXPECT_FALSE(contains(format_instance_text(q), "queues:")) << "one queue: no line";
 }
 
+/* An attached device of several hardware queues: each one's share, in JSON and a text line. */
+TEST(FormatAttached, SaysEachHardwareQueuesShare)
+{
+	netblk_attached a = attached_example();
+	std::array<uint64_t, NETBLK_HS_MAX + 1> q0{}, q1{};
+
+	EXPECT_TRUE(contains(format_attached_json({a}), "\"queue_list\": []}")) << "one queue: []";
+	q0[NETBLK_HS_REQUESTS] = 3;
+	q0[NETBLK_HS_SENDS] = 12;
+	q0[NETBLK_HS_SESSIONS_OPENED] = 1;
+	q1[NETBLK_HS_REQUESTS] = 4;
+	q1[NETBLK_HS_SENDS] = 16;
+	q1[NETBLK_HS_TIMEOUTS] = 2;
+	q1[NETBLK_HS_OUTSTANDING] = 5;
+	a.queue_list = {q0, q1};
+	std::string j = format_attached_json({a});
+	EXPECT_TRUE(valid_json(j)) << j;
+	EXPECT_TRUE(contains(j, "\"queue_list\": [{\"requests\": 3, "));
+	EXPECT_TRUE(contains(j, "\"sends\": 16, ") && contains(j, "\"timeouts\": 2")) << j;
+	EXPECT_TRUE(contains(j, "\"outstanding\": 5")) << j;
+	EXPECT_FALSE(contains(j.substr(j.find("queue_list")), "\"errors\"")) << "a few a queue";
+	EXPECT_TRUE(contains(format_attached_text(a),
+			     "\n  queues: 0: requests 3, sends 12, timeouts 0; "
+			     "1: requests 4, sends 16, timeouts 2\n"))
+		<< format_attached_text(a);
+	a.queue_list = {q0};
+	EXPECT_FALSE(contains(format_attached_text(a), "queues:")) << "one queue: no line";
+}
+
 TEST(FormatInstanceJson, LatencyIsExactWhereKnownAndNullWithoutSamples)
 {
 	netblk_instance l = example();

@@ -95,3 +95,38 @@ TEST(NetblkParse, MalformedAttributesAreRefusedAndNamed)
 	EXPECT_TRUE(st.err == EBADMSG && st.msg.find("latency attribute 5 ") != std::string::npos)
 		<< "malformed buckets refused";
 }
+
+/* An ATTACHED message of a device of two hardware queues: each queue's counters, in order. */
+TEST(NetblkParse, AttachedMessageReadsEachHardwareQueue)
+{
+	std::vector<char> buf(4096);
+	nlmsghdr *nlh = mnl_nlmsg_put_header(buf.data());
+	nlh->nlmsg_type = 0x20;
+	auto *genl = static_cast<genlmsghdr *>(mnl_nlmsg_put_extra_header(nlh, sizeof(genlmsghdr)));
+	genl->cmd = NETBLK_CMD_ATTACHED;
+	mnl_attr_put_strz(nlh, NETBLK_A_DISK, "netblk0");
+	nlattr *stats = mnl_attr_nest_start(nlh, NETBLK_A_HOST_STATS);
+	mnl_attr_put_u64(nlh, NETBLK_HS_REQUESTS, 7);
+	mnl_attr_nest_end(nlh, stats);
+	nlattr *list = mnl_attr_nest_start(nlh, NETBLK_A_QUEUE_LIST);
+	for (uint64_t q = 0; q < 2; q++) {
+		nlattr *one = mnl_attr_nest_start(nlh, NETBLK_A_QUEUE);
+		mnl_attr_put_u32(nlh, 77, 1);			// a newer queue attribute
+		nlattr *qs = mnl_attr_nest_start(nlh, NETBLK_Q_HOST_STATS);
+		mnl_attr_put(nlh, NETBLK_HS_PAD, 0, nullptr);
+		mnl_attr_put_u64(nlh, NETBLK_HS_REQUESTS, 3 + q);
+		mnl_attr_put_u64(nlh, NETBLK_HS_SENDS, 10 * (q + 1));
+		mnl_attr_nest_end(nlh, qs);
+		mnl_attr_nest_end(nlh, one);
+	}
+	mnl_attr_nest_end(nlh, list);
+
+	netblk_attached a;
+	nl_status st = netblk_parse_attached(nlh, a);
+	ASSERT_TRUE(st.ok()) << st.text();
+	EXPECT_EQ(a.stat(NETBLK_HS_REQUESTS), 7u);
+	ASSERT_EQ(a.queue_list.size(), 2u);
+	EXPECT_EQ(a.queue_list[0][NETBLK_HS_REQUESTS], 3u);
+	EXPECT_EQ(a.queue_list[1][NETBLK_HS_REQUESTS], 4u);
+	EXPECT_EQ(a.queue_list[1][NETBLK_HS_SENDS], 20u);
+}

@@ -465,6 +465,24 @@ const char *host_change_text(uint64_t change)
 	}
 }
 
+// "queues: 0: requests 10, sends 40, timeouts 0; 1: ...", for a device of several.
+static std::string host_queues_text(const netblk_attached &att)
+{
+	std::ostringstream o;
+
+	if (att.queue_list.size() < 2)
+		return "";
+	o << "  queues:";
+	for (size_t i = 0; i < att.queue_list.size(); i++) {
+		const auto &q = att.queue_list[i];
+
+		o << (i ? ";" : "") << " " << i << ": requests " << q[NETBLK_HS_REQUESTS]
+		  << ", sends " << q[NETBLK_HS_SENDS] << ", timeouts " << q[NETBLK_HS_TIMEOUTS];
+	}
+	o << "\n";
+	return o.str();
+}
+
 std::string format_attached_text(const netblk_attached &att)
 {
 	std::bitset<NETBLK_HS_MAX + 1> shown;	// the counters the lines below show
@@ -515,6 +533,7 @@ std::string format_attached_text(const netblk_attached &att)
 	  << st(NETBLK_HS_TX_ERRORS) << ", dropped " << st(NETBLK_HS_TX_DROPPED)
 	  << "; datagrams sent batched " << st(NETBLK_HS_TX_BATCHED) << "\n";
 	o << more_text(host_stat_infos, shown, [&](netblk_host_stat_attr s) { return att.stat(s); });
+	o << host_queues_text(att);
 	o << "  " << format_latency_line(att.latency, "queued to answered") << "\n";
 	return o.str();
 }
@@ -529,6 +548,21 @@ bool queue_counter(netblk_stat_attr s)
 	case NETBLK_S_STEERED:
 	case NETBLK_S_SESSIONS_OPEN:
 	case NETBLK_S_INFLIGHT_DISK:
+		return true;
+	default:
+		return false;
+	}
+}
+
+bool host_queue_counter(netblk_host_stat_attr s)
+{
+	switch (s) {
+	case NETBLK_HS_REQUESTS:
+	case NETBLK_HS_COMPLETED:
+	case NETBLK_HS_SENDS:
+	case NETBLK_HS_TIMEOUTS:
+	case NETBLK_HS_SESSIONS_OPENED:
+	case NETBLK_HS_OUTSTANDING:
 		return true;
 	default:
 		return false;
@@ -649,7 +683,18 @@ static void attached_json(std::ostream &o, const netblk_attached &a)
 	}
 	o << "}, \"latency\": ";
 	latency_json(o, a.latency);
-	o << "}";
+	o << ", \"queue_list\": [";
+	for (size_t i = 0; i < a.queue_list.size(); i++) {
+		sep = "";
+		o << (i ? ", " : "") << "{";
+		for (const auto &c : host_stat_infos)
+			if (host_queue_counter(c.attr)) {
+				o << sep << '"' << c.name << "\": " << a.queue_list[i][c.attr];
+				sep = ", ";
+			}
+		o << "}";
+	}
+	o << "]}";
 }
 
 std::string format_attached_json(const std::vector<netblk_attached> &atts)

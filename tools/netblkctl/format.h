@@ -153,6 +153,8 @@ struct netblk_attached {
 	uint64_t uptime_ms = 0;
 	std::array<uint64_t, NETBLK_HS_MAX + 1> stats{};	// by enum netblk_host_stat_attr
 	latency_hist latency;		// a request's queueing to its last answer (ATTACHED only)
+	// Each hardware queue's NETBLK_Q_HOST_STATS (ATTACHED, a device of several)
+	std::vector<std::array<uint64_t, NETBLK_HS_MAX + 1>> queue_list;
 
 	uint64_t stat(netblk_host_stat_attr s) const { return stats[s]; }
 };
@@ -227,12 +229,16 @@ std::string format_attached_text(const netblk_attached &att);
 //   disk, addr, port, ifname, read_only, size_bytes, sector_size, max_io,
 //   slots, queue_depth, timeout_ms, auth, uptime_ms,
 //   stats: { every NETBLK_HOST_STATS counter of netblk_counters.h, by name },
-//   latency: as an instance's (a request's queueing to its last answer)
+//   latency: as an instance's (a request's queueing to its last answer),
+//   queue_list: [{requests, completed, sends, timeouts, sessions_opened,
+//     outstanding}, ...] a hardware queue each, [] for a device of one
 std::string format_attached_json(const std::vector<netblk_attached> &atts);
 
 // The lines `netblkctl list` prints for one instance (newline-terminated).
 // Whether each queue of an instance reports counter @s (NETBLK_Q_STATS).
 bool queue_counter(netblk_stat_attr s);
+// Whether each hardware queue of an attached device reports @s (NETBLK_Q_HOST_STATS).
+bool host_queue_counter(netblk_host_stat_attr s);
 std::string format_instance_text(const netblk_instance &inst);
 
 // `netblkctl list --json`: an array of objects (newline-terminated), one per

@@ -310,6 +310,46 @@ int host_stat_attr_cb(const nlattr *a, void *data)
 	return MNL_CB_OK;
 }
 
+int host_queue_stat_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<attached_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type == NETBLK_HS_UNSPEC || type == NETBLK_HS_PAD || type > NETBLK_HS_MAX)
+		return MNL_CB_OK;
+	if (!get_uint(a, ctx->att->queue_list.back()[type])) {
+		ctx->bad_attr = type;
+		return MNL_CB_ERROR;
+	}
+	return MNL_CB_OK;
+}
+
+int host_queue_attr_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<attached_ctx *>(data);
+	uint16_t type = mnl_attr_get_type(a);
+	if (type != NETBLK_Q_HOST_STATS)
+		return MNL_CB_OK;	// unknown to this netblkctl: ignored
+	if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) {
+		ctx->bad_attr = type;
+		return MNL_CB_ERROR;
+	}
+	return mnl_attr_parse_nested(a, host_queue_stat_cb, ctx);
+}
+
+// An attached device's NETBLK_A_QUEUE_LIST: a NETBLK_A_QUEUE nest a hardware queue.
+int host_queue_list_cb(const nlattr *a, void *data)
+{
+	auto *ctx = static_cast<attached_ctx *>(data);
+	if (mnl_attr_get_type(a) != NETBLK_A_QUEUE)
+		return MNL_CB_OK;
+	if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) {
+		ctx->bad_attr = NETBLK_A_QUEUE;
+		return MNL_CB_ERROR;
+	}
+	ctx->att->queue_list.emplace_back();
+	return mnl_attr_parse_nested(a, host_queue_attr_cb, ctx);
+}
+
 bool get_attached_attr(const nlattr *a, netblk_attached &t)
 {
 	switch (mnl_attr_get_type(a)) {
@@ -352,10 +392,14 @@ int attached_attr_cb(const nlattr *a, void *data)
 		ctx->att->latency.present = true;
 		return mnl_attr_parse_nested(a, host_latency_attr_cb, ctx);
 	}
-	if (type == NETBLK_A_HOST_STATS) {
+	if (type == NETBLK_A_HOST_STATS || type == NETBLK_A_QUEUE_LIST) {
 		if (mnl_attr_validate(a, MNL_TYPE_NESTED) < 0) {
 			ctx->bad_attr = type;
 			return MNL_CB_ERROR;
+		}
+		if (type == NETBLK_A_QUEUE_LIST) {
+			ctx->att->queue_list.clear();
+			return mnl_attr_parse_nested(a, host_queue_list_cb, ctx);
 		}
 		return mnl_attr_parse_nested(a, host_stat_attr_cb, ctx);
 	}
