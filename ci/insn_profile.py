@@ -19,25 +19,28 @@ USER = "[user]"
 
 # Groups, first match wins, tried on "symbol [module]".
 GROUPS = (
+    # new pages zeroed (init_on_alloc=1, Debian's default): TCG counts each
+    # byte of a `rep stosb` as an instruction, 4096 a page
+    ("page zeroing", r"^clear_page(_erms|_rep|_orig)?$"),
     ("copy", r"^(memcpy|memmove|__memcpy|copy_page|_copy_(to|from)_iter|copy_(to|from)_user|"
              r"rep_movs|__copy|skb_copy|csum_partial_copy|_copy_|memcpy_orig|"
              r"simple_copy_to_iter|__skb_datagram_iter|skb_copy_datagram_iter)"),
     ("netblk core", r"\[(netblk|nbudp)\]$"),
     ("nvme target (nvmet)", r"\[(nvmet|nvmet_tcp)\]$"),
     ("nvme driver", r"^(nvme_|__nvme)|\[nvme(_core)?\]$"),
-    ("XDP/driver rx", r"^(virtnet_|receive_|xdp_|bpf_prog_|__xdp|bpf_xdp|napi_|__napi|"
-                      r"page_pool|virtqueue_get|virtqueue_add_inbuf|detach_buf|try_fill_recv|"
-                      r"add_recvbuf|vring_|virtqueue_)|\[virtio_net\]$"),
-    ("tx", r"^(dev_queue_xmit|__dev_queue_xmit|dev_hard_start_xmit|sch_direct_xmit|start_xmit|"
-           r"xmit_skb|virtqueue_add_outbuf|free_old_xmit|ip_(finish_)?output|ip_local_out|"
+    ("tx", r"^(virtnet_xdp_xmit|__virtnet_xdp_xmit|xdp_xmit|bq_xmit|dev_queue_xmit|"
+           r"__dev_queue_xmit|dev_hard_start_xmit|sch_direct_xmit|start_xmit|xmit_skb|virtqueue_add_outbuf|free_old_xmit|ip_(finish_)?output|ip_local_out|"
            r"__ip_queue_xmit|ip_queue_xmit|udp_send_skb|neigh_|__dev_xmit|validate_xmit|"
            r"netif_skb_features|skb_network_protocol|qdisc_|pfifo_fast_|__qdisc_run|"
            r"dev_qdisc_enqueue)"),
+    ("XDP/driver rx", r"^(virtnet_|receive_|xdp_|bpf_prog_|__xdp|bpf_xdp|napi_|__napi|"
+                      r"page_pool|virtqueue_get|virtqueue_add_inbuf|detach_buf|try_fill_recv|"
+                      r"add_recvbuf|vring_|virtqueue_)|\[virtio_net\]$"),
     ("bio/blk-mq", r"^(bio_|__bio|blk_|__blk|submit_bio|bvec_|mempool_|bdev_|"
                    r"should_fail_bio|rq_qos|wbt_|dd_|dd_dispatch|blkcg_|blkg_|"
                    r"kyber_|elv_|__submit_bio|iomap_dio|blkdev_)"),
     ("completion", r"(end_io|complete|_endio)"),
-    ("tcp/ip/skb rx", r"^(tcp_|__tcp|ip_|__ip|inet_|sk_|__sk|skb_|__skb|kfree_skb|consume_skb|"
+    ("tcp/ip/skb (rx, tx)", r"^(tcp_|__tcp|ip_|__ip|inet_|sk_|__sk|skb_|__skb|kfree_skb|consume_skb|"
                       r"__netif|netif_|__netdev|netdev_|udp_|__udp|ipv4_|raw_|dst_|"
                       r"__inet|sock_|release_sock|lock_sock|__release_sock|__dev_|"
                       r"csum_|nf_|eth_|build_skb|__build_skb|napi_build)"),
