@@ -58,11 +58,18 @@ class ProfiledLink(Link):
         return table, (t0 + time.monotonic()) / 2
 
     def measure_idle(self, seconds: float = 3.0) -> dict[str, float]:
-        b0, t0 = self.blocks_at()
+        """The idle table and counts over one window, after as long again
+        for the warm-up's tail (its last completions, fio's exit) to pass:
+        an idle window that catches some of it takes too much off."""
         time.sleep(seconds)
+        b0, t0 = self.blocks_at()
+        n0, ta = self.insns_now(), time.monotonic()
+        time.sleep(seconds)
+        n1, tb = self.insns_now(), time.monotonic()
         b1, t1 = self.blocks_at()
         self.idle_blocks = (insn_profile.delta(b0, b1), t1 - t0)
-        return super().measure_idle(seconds)
+        self.idle = {name: (n1[name] - n0[name]) / (tb - ta) for name in n0}
+        return self.idle
 
     def disk_sectors(self) -> tuple[list[int], float]:
         """The server disk's sectors read and written so far (its stat)."""
