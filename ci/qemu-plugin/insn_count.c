@@ -16,9 +16,19 @@
  * inline add into one shared counter would lose counts under MTTCG).  A
  * block left early (an exception, an interrupt taken mid-block) is counted
  * whole: an error far below 1 % on a kernel's straight-line code.
+ *
+ *   qemu-system-... -plugin libinsn_count.so,sock=PATH,pcs=on
+ *
+ * also counts where the instructions are: each block's executions, keyed
+ * by its start address and length.  A reader then sends one line first:
+ * an empty one for the counts as above, "pcs" for the table, a line a
+ * block, "VADDR N_INSNS EXECS\n" (hex, decimal, decimal: all vCPUs' sum),
+ * ended by an empty line.  The reader subtracts two tables and names the
+ * addresses (ci/insn_profile.py).  Without pcs=on nothing of this runs.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +49,19 @@ static int n_vcpus;
 static int listen_fd = -1;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 
+/* pcs=on: a block's executions, by vCPU (each slot written by its vCPU only) */
+struct block {
+	uint64_t vaddr;
+	uint64_t n_insns;
+	struct block *next;	/* in its hash chain */
+	uint64_t execs[];
+};
+
+#define BLOCK_BITS 16
+static bool pcs;
+static struct block *blocks[1 << BLOCK_BITS];
+static pthread_mutex_t blocks_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void tb_exec(unsigned int vcpu, void *udata)
 {
 	uint64_t n = __atomic_load_n(&insns[vcpu], __ATOMIC_RELAXED);
@@ -46,33 +69,132 @@ static void tb_exec(unsigned int vcpu, void *udata)
 	__atomic_store_n(&insns[vcpu], n + (uintptr_t)udata, __ATOMIC_RELAXED);
 }
 
+static void block_exec(unsigned int vcpu, void *udata)
+{
+	struct block *b = udata;
+	uint64_t n = __atomic_load_n(&insns[vcpu], __ATOMIC_RELAXED);
+	uint64_t e = __atomic_load_n(&b->execs[vcpu], __ATOMIC_RELAXED);
+
+	__atomic_store_n(&insns[vcpu], n + b->n_insns, __ATOMIC_RELAXED);
+	__atomic_store_n(&b->execs[vcpu], e + 1, __ATOMIC_RELAXED);
+}
+
+/* The record of the block at @vaddr, @n_insns long: one a pair, kept for good. */
+static struct block *block_get(uint64_t vaddr, uint64_t n_insns)
+{
+	unsigned int h = (vaddr ^ (vaddr >> BLOCK_BITS) ^ (n_insns << 7)) & ((1 << BLOCK_BITS) - 1);
+	struct block *b;
+
+	pthread_mutex_lock(&blocks_lock);
+	for (b = blocks[h]; b; b = b->next)
+		if (b->vaddr == vaddr && b->n_insns == n_insns)
+			break;
+	if (!b) {
+		b = calloc(1, sizeof(*b) + n_vcpus * sizeof(b->execs[0]));
+		if (b) {
+			b->vaddr = vaddr;
+			b->n_insns = n_insns;
+			b->next = blocks[h];
+			__atomic_store_n(&blocks[h], b, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&blocks_lock);
+	return b;
+}
+
 static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
+	size_t n = qemu_plugin_tb_n_insns(tb);
+	struct block *b;
+
+	if (pcs && (b = block_get(qemu_plugin_tb_vaddr(tb), n))) {
+		qemu_plugin_register_vcpu_tb_exec_cb(tb, block_exec, QEMU_PLUGIN_CB_NO_REGS, b);
+		return;
+	}
 	qemu_plugin_register_vcpu_tb_exec_cb(tb, tb_exec, QEMU_PLUGIN_CB_NO_REGS,
-					     (void *)(uintptr_t)qemu_plugin_tb_n_insns(tb));
+					     (void *)(uintptr_t)n);
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+	size_t done;
+	ssize_t n;
+
+	for (done = 0; done < len; done += n) {
+		n = send(fd, buf + done, len - done, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR) {
+			n = 0;
+			continue;
+		}
+		if (n <= 0)
+			return -1;
+	}
+	return 0;
 }
 
 /* One line of counts to a reader that connected. */
 static void answer(int fd)
 {
 	char line[MAX_VCPUS * 21 + 2];
-	size_t len = 0, done;
-	ssize_t n;
+	size_t len = 0;
 	int i;
 
 	for (i = 0; i < n_vcpus; i++)
 		len += snprintf(line + len, sizeof(line) - len, "%s%" PRIu64, i ? " " : "",
 				__atomic_load_n(&insns[i], __ATOMIC_RELAXED));
 	line[len++] = '\n';
-	for (done = 0; done < len; done += n) {
-		n = write(fd, line + done, len - done);
-		if (n < 0 && errno == EINTR) {
-			n = 0;
-			continue;
+	write_all(fd, line, len);
+}
+
+/* pcs=on: every block executed so far, a line each, then an empty line. */
+static void answer_pcs(int fd)
+{
+	char buf[65536];
+	size_t len = 0;
+	unsigned int h;
+	int i;
+
+	for (h = 0; h < 1 << BLOCK_BITS; h++) {
+		struct block *b;
+
+		for (b = __atomic_load_n(&blocks[h], __ATOMIC_ACQUIRE); b; b = b->next) {
+			uint64_t e = 0;
+
+			for (i = 0; i < n_vcpus; i++)
+				e += __atomic_load_n(&b->execs[i], __ATOMIC_RELAXED);
+			if (!e)
+				continue;
+			if (len > sizeof(buf) - 64) {
+				if (write_all(fd, buf, len))
+					return;
+				len = 0;
+			}
+			len += snprintf(buf + len, sizeof(buf) - len, "%" PRIx64 " %" PRIu64
+					" %" PRIu64 "\n", b->vaddr, b->n_insns, e);
 		}
+	}
+	buf[len++] = '\n';
+	write_all(fd, buf, len);
+}
+
+/* pcs=on: the reader's request, a line; true if it asks for the table. */
+static bool wants_pcs(int fd)
+{
+	char req[16];
+	size_t len = 0;
+	ssize_t n;
+
+	while (len < sizeof(req)) {
+		n = read(fd, req + len, sizeof(req) - len);
+		if (n < 0 && errno == EINTR)
+			continue;
 		if (n <= 0)
 			break;
+		len += n;
+		if (memchr(req, '\n', len))
+			break;
 	}
+	return len >= 3 && !memcmp(req, "pcs", 3);
 }
 
 static void *serve(void *unused)
@@ -85,7 +207,10 @@ static void *serve(void *unused)
 				continue;
 			return NULL;
 		}
-		answer(fd);
+		if (pcs && wants_pcs(fd))
+			answer_pcs(fd);
+		else
+			answer(fd);
 		close(fd);
 	}
 }
@@ -130,8 +255,11 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 	for (i = 0; i < argc; i++) {
 		if (!strncmp(argv[i], "sock=", 5))
 			path = argv[i] + 5;
+		else if (!strcmp(argv[i], "pcs=on"))
+			pcs = true;
 		else {
-			fprintf(stderr, "insn_count: unknown argument %s (sock=PATH only)\n", argv[i]);
+			fprintf(stderr, "insn_count: unknown argument %s (sock=PATH, pcs=on)\n",
+				argv[i]);
 			return -1;
 		}
 	}

@@ -175,13 +175,67 @@ void route_from_request(const frame_layout &req, const endpoint &local, reply_ro
 	route->dst_port = req.src_port;
 }
 
+static u16 fold(u64 sum)
+{
+	while (sum >> 16)
+		sum = (sum & 0xffff) + (sum >> 16);
+	return (u16)sum;
+}
+
+/*
+ * The ones' complement sum of whole 8-byte words in the CPU's byte order,
+ * folded to 16 bits: a 64-bit add with its carry added back in (add, adc),
+ * eight bytes an addition.  The sum of little-endian words is the sum of
+ * big-endian ones with its two bytes swapped (RFC 1071 2(B)).  Four words
+ * a turn of the loop: its own cost is then under a tenth of the sum's.
+ */
+static inline u64 load_word(const u8 *p)
+{
+	u64 w;
+
+	__builtin_memcpy(&w, p, 8);
+	return w;
+}
+
+static inline u64 add_carry(u64 sum, u64 w)
+{
+	sum += w;
+	return sum + (sum < w);
+}
+
+static u16 ones_sum_words(const u8 *p, u32 words)
+{
+	u64 sum = 0;
+
+	for (; words >= 4; words -= 4, p += 32) {
+		sum = add_carry(sum, load_word(p));
+		sum = add_carry(sum, load_word(p + 8));
+		sum = add_carry(sum, load_word(p + 16));
+		sum = add_carry(sum, load_word(p + 24));
+	}
+	for (; words; words--, p += 8)
+		sum = add_carry(sum, load_word(p));
+	sum = (sum & 0xffffffff) + (sum >> 32);
+	u16 s = fold(sum);
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	s = (u16)(s << 8 | s >> 8);
+#endif
+	return s;
+}
+
 u64 ones_sum(const u8 *p, u32 len, u64 sum)
 {
 	/*
-	 * Big-endian 32-bit words into a 64-bit accumulator: the carries
-	 * collect in the upper half and fold in at the end (RFC 1071's
-	 * "deferred carries"), four bytes an addition.
+	 * The whole 8-byte words at once (an even count of bytes: the tail
+	 * keeps its 16-bit words' alignment), then big-endian 32-bit words
+	 * into the 64-bit accumulator: the carries collect in the upper half
+	 * and fold in at the end (RFC 1071's "deferred carries").
 	 */
+	if (len >= 16) {
+		sum += ones_sum_words(p, len / 8);
+		p += len & ~7u;
+		len &= 7;
+	}
 	while (len >= 4) {
 		sum += load_be32(p);
 		p += 4;
@@ -195,13 +249,6 @@ u64 ones_sum(const u8 *p, u32 len, u64 sum)
 	if (len)
 		sum += (u32)p[0] << 8;
 	return sum;
-}
-
-static u16 fold(u64 sum)
-{
-	while (sum >> 16)
-		sum = (sum & 0xffff) + (sum >> 16);
-	return (u16)sum;
 }
 
 u16 ipv4_checksum(const u8 *ip_header, u32 len)

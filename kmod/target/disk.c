@@ -160,7 +160,14 @@ static int netblk_disk_submit_io(struct netblk_queue *q, u32 slot, enum netblk_i
 		opf = REQ_OP_READ;
 		break;
 	case NETBLK_IO_WRITE:
-		opf = REQ_OP_WRITE | REQ_SYNC | (fua ? REQ_FUA : 0);
+		/*
+		 * A client's write, waited for: REQ_SYNC | REQ_IDLE, as
+		 * O_DIRECT's and nvmet's, which writeback throttling (blk-wbt)
+		 * leaves alone.  REQ_SYNC alone is tracked and throttled as page
+		 * cache writeback is, arming wbt's timer and its latency
+		 * statistics on every bio.
+		 */
+		opf = REQ_OP_WRITE | REQ_SYNC | REQ_IDLE | (fua ? REQ_FUA : 0);
 		break;
 	case NETBLK_IO_FLUSH:
 		opf = REQ_OP_WRITE | REQ_PREFLUSH;

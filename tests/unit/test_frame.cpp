@@ -2,6 +2,7 @@
 /* The Ethernet/IPv4/UDP framing around protocol v2's datagrams (frame.h). */
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <arpa/inet.h>
 #include <cstring>
 #include <vector>
@@ -262,6 +263,41 @@ TEST(Frame, OnesSumOfOddLengths)
 	EXPECT_EQ(fold(ones_sum(bytes, 7, 0)), fold(0x1234u + 0x5678u + 0x9abcu + 0xde00u));
 	EXPECT_EQ(fold(ones_sum(bytes, 5, 1)), fold(1u + 0x1234u + 0x5678u + 0x9a00u));
 	EXPECT_EQ(fold(ones_sum(bytes, 3, 0)), fold(0x1234u + 0x5600u));
+}
+
+/* The word-at-a-time sum against RFC 1071's, byte pair by byte pair. */
+TEST(Frame, OnesSumOfLongRunsAsByBytePairs)
+{
+	auto fold = [](u64 sum) {
+		while (sum >> 16)
+			sum = (sum & 0xffff) + (sum >> 16);
+		return sum;
+	};
+	std::vector<u8> bytes(2100);
+	u32 x = 12345;
+
+	for (auto &b : bytes) {
+		x = x * 1103515245u + 12345u;
+		b = (u8)(x >> 16);
+	}
+	/* runs of every length around the word size, at every alignment; all 0xff too */
+	for (int ff = 0; ff < 2; ff++) {
+		if (ff)
+			std::fill(bytes.begin(), bytes.end(), 0xff);
+		for (u32 start = 0; start < 9; start++) {
+			for (u32 len : {0u, 1u, 7u, 8u, 15u, 16u, 17u, 23u, 24u, 63u, 64u, 1024u, 1031u,
+					2048u, 2091u}) {
+				u64 want = 7;
+
+				for (u32 i = 0; i + 1 < len; i += 2)
+					want += (u32)bytes[start + i] << 8 | bytes[start + i + 1];
+				if (len & 1)
+					want += (u32)bytes[start + len - 1] << 8;
+				EXPECT_EQ(fold(ones_sum(&bytes[start], len, 7)), fold(want))
+					<< "start " << start << " len " << len << " ff " << ff;
+			}
+		}
+	}
 }
 
 TEST(Frame, Ipv4ChecksumKnownVector)
