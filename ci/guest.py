@@ -369,6 +369,19 @@ class TapLink:
             _ip("-n", ns, "link", "set", dev, "up")
         return self
 
+    def drops(self) -> dict[str, int]:
+        """Each of the namespace's devices' dropped frames (tx and rx summed):
+        a tap drops what its queue's ring (txqueuelen) cannot hold."""
+        import json
+        r = subprocess.run(["ip", "-n", self.netns, "-s", "-j", "link", "show"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        out = {}
+        for dev in json.loads(r.stdout or "[]"):
+            st = dev.get("stats64", {})
+            out[dev["ifname"]] = st.get("rx", {}).get("dropped", 0) + \
+                st.get("tx", {}).get("dropped", 0)
+        return out
+
     def fds(self, port: int) -> list[int]:
         return list(self._fds[port])
 
