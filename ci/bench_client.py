@@ -285,10 +285,12 @@ class Link:
         raise GuestError(f"queues={queues}: the sessions stayed on {used} server queue(s) "
                          "over 8 attaches")
 
-    def server_queues(self) -> list[dict]:
-        inst = [i for i in json.loads(self.server.check("netblkctl list --json"))
+    def server_instance(self) -> dict:
+        return [i for i in json.loads(self.server.check("netblkctl list --json"))
                 if i["port"] == PORT][0]
-        return inst.get("queue_list", [])
+
+    def server_queues(self) -> list[dict]:
+        return self.server_instance().get("queue_list", [])
 
     def link_mtu(self, mtu: int) -> None:
         for g in (self.server, self.client):
@@ -506,12 +508,16 @@ class Link:
                 **queues, "wall_s": round(wall, 2)}
 
     QUEUE_COUNTERS = ("requests", "steered", "frames_rx", "frames_tx")
+    # the instance's (all queues'): how much each wakeup and batch carries
+    BATCH_COUNTERS = ("requests", "worker_sleeps", "disk_batches", "tx_batches")
 
     def queue_snapshot(self) -> dict:
         """The server's per-queue counters, the client's resends and the tap
         link's drops, before a netblk-qN row."""
         att = json.loads(self.client.check("netblkctl list --attached --json"))[0]["stats"]
-        return {"queues": self.server_queues(),
+        inst = self.server_instance()
+        return {"queues": inst.get("queue_list", []),
+                "batches": {k: inst["stats"].get(k, 0) for k in self.BATCH_COUNTERS},
                 "resends": att["timeouts"] + att["fast_resends"] + att["busy"],
                 "drops": self.tap.drops() if self.tap else {}}
 
@@ -523,7 +529,12 @@ class Link:
         for q0, q1 in zip(before["queues"], after["queues"]):
             per.append({"cpu": q1.get("cpu"), **{k: q1.get(k, 0) - q0.get(k, 0)
                                                  for k in self.QUEUE_COUNTERS}})
-        return {"server_queues": per, "client_resends": after["resends"] - before["resends"],
+        b = {k: after["batches"][k] - before["batches"][k] for k in self.BATCH_COUNTERS}
+        per_wakeup = {f"server_requests_per_{name}": round(b["requests"] / b[k], 2) if b[k] else None
+                      for k, name in (("worker_sleeps", "sleep"), ("disk_batches", "disk_batch"),
+                                      ("tx_batches", "tx_batch"))}
+        return {"server_queues": per, **per_wakeup,
+                "client_resends": after["resends"] - before["resends"],
                 "link_drops": sum(after["drops"].values()) - sum(before["drops"].values())}
 
     def insns_per_req(self, window: tuple | None, res: dict, sync: float | None,
