@@ -117,7 +117,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result, fmt_size,  # noqa: E402
                    guest_busy, host_udp_drops, log, parse_cpu, parse_size)
 from guest import (NIC, NIC_MODELS, ROOT, Guest, GuestError, TapLink, free_udp_port,  # noqa: E402
-                   link_args)
+                   link_args, run_on_socket)
 from insn_count import PLUGIN, InsnCounter  # noqa: E402
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
@@ -251,6 +251,32 @@ class Link:
         n0, ta = self.insns_now(), time.monotonic()
         time.sleep(max(0.0, end - ta))
         return n0, self.insns_now(), time.monotonic() - ta
+
+    def completed(self, dev: str) -> int:
+        """The requests @dev in the client guest has completed (its
+        /sys/block/*/stat: reads and writes), read through the guest's
+        second agent port: the first is running fio."""
+        rc, out = run_on_socket(self.client.agent2_sock,
+                                f"cat /sys/block/{Path(dev).name}/stat", timeout=20)
+        f = out.split()
+        if rc != 0 or len(f) < 5:
+            raise RuntimeError(f"{dev}'s stat: {out!r}")
+        return int(f[0]) + int(f[4])
+
+    def count_window_requests(self, t0: float, dev: str) -> tuple | None:
+        """count_window(), and the requests the client's @dev completed
+        between its edges: each edge reads the device's count, then the
+        instructions, so that both spans are shifted alike (the client's
+        `cat` at the far edge is counted, a constant ~1 M instructions)."""
+        if not self.insns:
+            return None
+        start, end = (t0 + f * self.seconds for f in self.WINDOW)
+        time.sleep(max(0.0, start - time.monotonic()))
+        r0 = self.completed(dev)
+        n0, ta = self.insns_now(), time.monotonic()
+        time.sleep(max(0.0, end - ta))
+        r1 = self.completed(dev)
+        return n0, self.insns_now(), time.monotonic() - ta, r1 - r0
 
     def netblk_setup(self) -> tuple[Guest, str]:
         self.server.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
@@ -477,7 +503,8 @@ class Link:
         t0 = time.monotonic()
         thread = threading.Thread(target=fio, name="fio")
         thread.start()
-        window = self.count_window(t0)
+        window = self.count_window_requests(t0, dev) if system in QUEUE_SYSTEMS \
+            else self.count_window(t0)
         thread.join()
         wall = time.monotonic() - t0
         if "error" in ran:
@@ -504,8 +531,23 @@ class Link:
                 "server_cpu_us_per_req": round(cpu_us(server_j) / ops, 1),
                 "client_cpu_us_per_req": round(cpu_us(client_j) / ops, 1)
                 if client_j is not None else None,
-                **self.insns_per_req(window, res, sync, other is not None),
+                **self.insns_per_req(window[:3] if window else None, res, sync,
+                                     other is not None),
+                **(self.insns_per_window_req(window) if window and len(window) > 3 else {}),
                 **queues, "wall_s": round(wall, 2)}
+
+    def insns_per_window_req(self, window: tuple) -> dict:
+        """Thousands of instructions a request on each guest over the
+        requests completed in the counted part itself (count_window_requests),
+        not over fio's whole-run IOPS: a stall (a resend's timeout) inside or
+        outside the counted part then moves both counts alike."""
+        n0, n1, seconds, reqs = window
+        if reqs <= 0:
+            return {}
+        return {f"{side}_kinsn_per_wreq": round(
+                    self.busy_rate(g.name, n0, n1, seconds) * seconds / reqs / 1000, 2)
+                for side, g in (("server", self.server), ("client", self.client))} | \
+            {"window_iops": round(reqs / seconds, 1)}
 
     QUEUE_COUNTERS = ("requests", "steered", "frames_rx", "frames_tx")
     # the instance's (all queues'): how much each wakeup and batch carries
@@ -559,7 +601,8 @@ class Link:
 def medians(rows: list[dict]) -> list[dict]:
     """One row per system and workload: the medians over the rounds."""
     keys = ("iops", "mib_s", "p50_us", "p99_us", "p999_us", "server_cpu_us_per_req",
-            "client_cpu_us_per_req", "server_kinsn_per_req", "client_kinsn_per_req")
+            "client_cpu_us_per_req", "server_kinsn_per_req", "client_kinsn_per_req",
+            "server_kinsn_per_wreq", "client_kinsn_per_wreq", "window_iops")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["system"], r["workload"], r["bs"], r["depth"]), []).append(r)
@@ -592,7 +635,8 @@ def ratios(meds: list[dict]) -> list[dict]:
                 continue
             r = {"workload": wl, "bs": bs, "depth": depth, "system": system, "vs": other}
             for k in ("iops", "p99_us", "server_cpu_us_per_req", "client_cpu_us_per_req",
-                      "server_kinsn_per_req", "client_kinsn_per_req"):
+                      "server_kinsn_per_req", "client_kinsn_per_req", "server_kinsn_per_wreq",
+                      "client_kinsn_per_wreq"):
                 a, b = m.get(k), o.get(k)
                 r[k] = round(a / b, 3) if a and b else None
             out.append(r)
