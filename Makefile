@@ -415,7 +415,7 @@ $(QEMU_PLUGIN_DIR)/libinsn_count.so: ci/qemu-plugin/insn_count.c $(QEMU_PLUGIN_D
 
 # The load generator (tools/netblk-load/README.md) and the benchmark against
 # nbd-server and the local disk (bench/README.md).
-.PHONY: load bench bench-v1 bench-client
+.PHONY: load bench bench-v1 bench-client bench-queues
 BENCH_ARGS ?=
 
 load: tools/netblk-load/netblk-load
@@ -438,6 +438,13 @@ bench-client: deps
 	ci/install-deps.sh $(BENCH_PKGS)
 	$(MAKE) bench-module netblkctl insn-plugin
 	$(PYTHON) ci/bench_client.py $(BENCH_CLIENT_ARGS)
+
+# queues=2 against queues=1 on a multi-queue link (ci/bench_client.py --queues:
+# two-queue taps bridged in a network namespace of its own; bench/README.md).
+BENCH_QUEUES_ARGS ?=
+bench-queues: deps
+	$(MAKE) bench-module netblkctl insn-plugin
+	$(PYTHON) ci/bench_client.py --queues $(BENCH_QUEUES_ARGS)
 
 # Protocol v1 as it was (main before the v2 merge), for the bench's netblk-v1.
 V1_COMMIT ?= da693d5

@@ -8,9 +8,11 @@ on its link NIC, the client guest runs fio on the block device that gives it
 back.  Standard library only.
 
     ci/bench_client.py [--seconds 4] [--systems netblk,nvme-tcp,nbd,aoe,local,md-netblk,md-nvme-tcp]
-                       [--rounds 1]
+                       [--rounds 1] [--link dgram|tap]
                        [--nic virtio|vmxnet3] [--out bench/peers/results.json]
-    (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too)
+    ci/bench_client.py --queues [--rounds 1] [--out bench/queues/results.json]
+    (make bench-client BENCH_CLIENT_ARGS='--seconds 8'; make bench runs it too;
+     make bench-queues runs --queues)
 
 Systems (the server guest's side, then the client guest's):
   netblk    `netblkctl start /dev/nvme0n1p1 7000 dev=eth1`; `netblkctl attach
@@ -44,6 +46,18 @@ Systems (the server guest's side, then the client guest's):
             the same jumbo link as netblk-9000.
   local     fio on /dev/nvme0n1p1 inside the server guest: the disk's own
             limit (no client guest CPU).
+  netblk-q1, netblk-q2
+            netblk with `queues=N` on both sides (`netblkctl start ...
+            queues=N`, `netblkctl attach ... queues=N`: N blk-mq hardware
+            queues, each with its own socket, source port and session) on
+            the multi-queue link (--link tap, which these imply): does
+            spreading the sessions over the server NIC's two RX queues and
+            two workers add instructions a request, and what IOPS does it
+            give?  Not in the default set; --queues runs the two side by
+            side (4 KiB randread and randwrite at QD 32 and 1).  netblk-q2's
+            setup attaches again (up to 8 times) until its two sessions are
+            on different server queues, and the row's server counters per
+            queue (requests, sessions, steered) are in the results.
   md-netblk, md-nvme-tcp
             the scale-out case: md RAID1 (no bitmap, --assume-clean) in the
             client guest over two devices of one system, /dev/nvme0n1p1 and
@@ -55,7 +69,16 @@ Workloads, the same fio job for every system (--direct=1, libaio): 4 KiB
 random read and random write at queue depth 1 and 32, 128 KiB sequential
 read and write at queue depth 8, --seconds each.
 
-The link's two QEMU sockets are this host's UDP sockets: with Debian's
+The link (--link): `dgram` (the default) is QEMU's dgram netdev over
+127.0.0.1, one virtio-net queue each side; `tap` (guest.py's TapLink) is a
+network namespace of the benchmark's own holding a bridge and two
+multi-queue tap devices (two queues each, handed to QEMU as fds, no vhost),
+virtio-net with mq=on and `ethtool -L eth1 combined 2` in both guests, so
+that the tun driver's flow steering spreads the client's source ports over
+the server's two RX queues; the namespace is removed at the end, also on
+failure.
+
+The dgram link's two QEMU sockets are this host's UDP sockets: with Debian's
 net.core.rmem_default (208 KiB) they drop the bursts a window of answers
 makes (host_udp_rcvbuf_errors in the results), which no real NIC's ring
 would; --host-rmem (8 MiB by default) sets it while the guests start, the
@@ -83,6 +106,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import sys
 import threading
@@ -92,13 +116,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench import (DEV, DEV_SIZE, USER_HZ, cpu_us, extract_json, fio_result, fmt_size,  # noqa: E402
                    guest_busy, host_udp_drops, log, parse_cpu, parse_size)
-from guest import NIC, NIC_MODELS, ROOT, Guest, GuestError, free_udp_port, link_args  # noqa: E402
+from guest import (NIC, NIC_MODELS, ROOT, Guest, GuestError, TapLink, free_udp_port,  # noqa: E402
+                   link_args, run_on_socket)
 from insn_count import PLUGIN, InsnCounter  # noqa: E402
 
 SERVER_IP, CLIENT_IP = "10.9.0.1", "10.9.0.2"
 PORT = 7000
 SYSTEMS = ("netblk", "netblk-9000", "nvme-tcp", "nvme-tcp-9000", "nbd", "aoe", "local", "md-netblk",
-           "md-nvme-tcp")
+           "md-nvme-tcp", "netblk-q1", "netblk-q2")
+# netblk with queues=N both sides, on the multi-queue link only (--queues)
+QUEUE_SYSTEMS = {"netblk-q1": 1, "netblk-q2": 2}
+QUEUE_WORKLOADS = (("randread", 4096, 32), ("randwrite", 4096, 32),
+                   ("randread", 4096, 1), ("randwrite", 4096, 1))
+LINK_QUEUES = 2  # the tap link's queues a NIC (--link tap)
 JUMBO = 9000  # netblk-9000's and nvme-tcp-9000's link MTU, both guests (docs/jumbo.md)
 DEV2 = "/dev/nvme0n1p2"  # the second member of the md rows' RAID1
 # md RAID1 over two devices of one system: the scale-out case (the rows' size: inside md's)
@@ -116,7 +146,8 @@ COPIES = {"netblk": "none: the NIC's pages go to the disk, the disk's to the NIC
           "nvme-tcp-9000": "WRITE data, socket to its pages; READ data sent from the bio's pages",
           "nbd": "all of it, twice: socket <-> nbd-server <-> page cache",
           "aoe": "all of it: raw socket <-> vblade (O_DIRECT to the disk)",
-          "local": "-"}
+          "local": "-",
+          "netblk-q1": "as netblk", "netblk-q2": "as netblk"}
 # Server-guest modules and programs, client-guest modules.
 SERVER_MODULES = ["nvmet_tcp"]
 CLIENT_MODULES = ["nvme_tcp", "nbd", "aoe", "raid1"]
@@ -180,8 +211,9 @@ class Link:
     instruction counter (by guest name), or None."""
 
     def __init__(self, server: Guest, client: Guest, seconds: float,
-                 insns: dict[str, InsnCounter] | None = None):
+                 insns: dict[str, InsnCounter] | None = None, tap: TapLink | None = None):
         self.server, self.client, self.seconds = server, client, seconds
+        self.tap = tap
         self.start_cost: dict[str, int] = {}
         self.insns = insns
         self.idle: dict[str, float] = {}  # guest name -> instructions a second, idle
@@ -220,12 +252,71 @@ class Link:
         time.sleep(max(0.0, end - ta))
         return n0, self.insns_now(), time.monotonic() - ta
 
+    def completed(self, dev: str) -> int:
+        """The requests @dev in the client guest has completed (its
+        /sys/block/*/stat: reads and writes), read through the guest's
+        second agent port: the first is running fio."""
+        rc, out = run_on_socket(self.client.agent2_sock,
+                                f"cat /sys/block/{Path(dev).name}/stat", timeout=20)
+        f = out.split()
+        if rc != 0 or len(f) < 5:
+            raise RuntimeError(f"{dev}'s stat: {out!r}")
+        return int(f[0]) + int(f[4])
+
+    def count_window_requests(self, t0: float, dev: str) -> tuple | None:
+        """count_window(), and the requests the client's @dev completed
+        between its edges: each edge reads the device's count, then the
+        instructions, so that both spans are shifted alike (the client's
+        `cat` at the far edge is counted, a constant ~1 M instructions)."""
+        if not self.insns:
+            return None
+        start, end = (t0 + f * self.seconds for f in self.WINDOW)
+        time.sleep(max(0.0, start - time.monotonic()))
+        r0 = self.completed(dev)
+        n0, ta = self.insns_now(), time.monotonic()
+        time.sleep(max(0.0, end - ta))
+        r1 = self.completed(dev)
+        return n0, self.insns_now(), time.monotonic() - ta, r1 - r0
+
     def netblk_setup(self) -> tuple[Guest, str]:
         self.server.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
         self.server.check(f"netblkctl start {DEV} {PORT} dev=eth1")
         self.client.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
         log("bench: " + self.client.check(f"netblkctl attach {SERVER_IP} {PORT}", timeout=60).strip())
         return self.client, "/dev/netblk0"
+
+    def queues_setup(self, queues: int) -> tuple[Guest, str]:
+        """netblk with queues=@queues both sides; for more than one, attached
+        again until the sessions are on as many server queues (the tun
+        driver puts a new flow on a queue by its hash: two source ports may
+        hash alike)."""
+        self.server.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+        self.server.check(f"netblkctl start {DEV} {PORT} dev=eth1 queues={queues}")
+        self.client.check("grep -q '^netblk ' /proc/modules || modprobe netblk")
+        for attempt in range(8):
+            # a queue's session opens with its HELLO: all are open once attach
+            # returns; a detached attempt's stay open on the server until they
+            # time out, so the queues that gained one are the new sessions'
+            before = [q.get("sessions_open", 0) for q in self.server_queues()]
+            log("bench: " + self.client.check(f"netblkctl attach {SERVER_IP} {PORT} "
+                                              f"queues={queues}", timeout=60).strip())
+            ql = self.server_queues()
+            used = sum(1 for q, b in zip(ql, before) if q.get("sessions_open", 0) > b)
+            log(f"bench: server queues after attach: " + "; ".join(
+                f"cpu {q.get('cpu')} sessions {q.get('sessions_open')}" for q in ql))
+            if used >= min(queues, len(ql)):
+                self.spread_attempts = attempt + 1
+                return self.client, "/dev/netblk0"
+            self.client.check("netblkctl detach netblk0", timeout=60)
+        raise GuestError(f"queues={queues}: the sessions stayed on {used} server queue(s) "
+                         "over 8 attaches")
+
+    def server_instance(self) -> dict:
+        return [i for i in json.loads(self.server.check("netblkctl list --json"))
+                if i["port"] == PORT][0]
+
+    def server_queues(self) -> list[dict]:
+        return self.server_instance().get("queue_list", [])
 
     def link_mtu(self, mtu: int) -> None:
         for g in (self.server, self.client):
@@ -250,7 +341,8 @@ class Link:
     def netblk_counters(self) -> dict:
         inst = [i for i in json.loads(self.server.check("netblkctl list --json"))
                 if i["port"] == PORT][0]["stats"]
-        att = json.loads(self.client.check("netblkctl list --attached --json"))[0]["stats"]
+        attached = json.loads(self.client.check("netblkctl list --attached --json"))[0]
+        att = attached["stats"]
         return {"server_bytes_in_place": inst["bytes_zerocopy"],
                 "server_bytes_copied": inst["bytes_copied"],
                 "client_write_bytes_in_place": att["bytes_in_place"],
@@ -258,7 +350,9 @@ class Link:
                 "client_read_bytes_copied": att["read_bytes_copied"],
                 "client_datagrams_batched": att["tx_batched"],
                 "client_resends": att["timeouts"] + att["fast_resends"] + att["busy"],
-                "client_errors": att["errors"]}
+                "client_errors": att["errors"],
+                "client_queues": attached.get("queues"),
+                "server_queue_list": self.server_queues()}
 
     def netblk_teardown(self) -> None:
         self.client.check("netblkctl detach netblk0", timeout=60)
@@ -394,6 +488,7 @@ class Link:
         other = self.server if fio_guest is self.client else None
         if system == "nbd":
             self.server.check("sync; echo 3 > /proc/sys/vm/drop_caches", timeout=300)
+        queues0 = self.queue_snapshot() if system in QUEUE_SYSTEMS else None
         s0 = guest_busy(other) if other else 0
         size = MD_SIZE if system in MD_SYSTEMS else DEV_SIZE
         job = fio_job(dev, rw, bs, depth, self.seconds, size=size)
@@ -408,7 +503,8 @@ class Link:
         t0 = time.monotonic()
         thread = threading.Thread(target=fio, name="fio")
         thread.start()
-        window = self.count_window(t0)
+        window = self.count_window_requests(t0, dev) if system in QUEUE_SYSTEMS \
+            else self.count_window(t0)
         thread.join()
         wall = time.monotonic() - t0
         if "error" in ran:
@@ -424,6 +520,7 @@ class Link:
             if n0:
                 n1, took = self.insns_now(), time.monotonic() - t1
                 sync = self.busy_rate(self.server.name, n0, n1, took) * took
+        queues = self.queue_delta(queues0) if queues0 else {}
         res = fio_result(doc, rw.endswith("write"))
         side = doc["jobs"][0]["write" if rw.endswith("write") else "read"]
         ops = max(res["ops"], 1)
@@ -434,8 +531,53 @@ class Link:
                 "server_cpu_us_per_req": round(cpu_us(server_j) / ops, 1),
                 "client_cpu_us_per_req": round(cpu_us(client_j) / ops, 1)
                 if client_j is not None else None,
-                **self.insns_per_req(window, res, sync, other is not None),
-                "wall_s": round(wall, 2)}
+                **self.insns_per_req(window[:3] if window else None, res, sync,
+                                     other is not None),
+                **(self.insns_per_window_req(window) if window and len(window) > 3 else {}),
+                **queues, "wall_s": round(wall, 2)}
+
+    def insns_per_window_req(self, window: tuple) -> dict:
+        """Thousands of instructions a request on each guest over the
+        requests completed in the counted part itself (count_window_requests),
+        not over fio's whole-run IOPS: a stall (a resend's timeout) inside or
+        outside the counted part then moves both counts alike."""
+        n0, n1, seconds, reqs = window
+        if reqs <= 0:
+            return {}
+        return {f"{side}_kinsn_per_wreq": round(
+                    self.busy_rate(g.name, n0, n1, seconds) * seconds / reqs / 1000, 2)
+                for side, g in (("server", self.server), ("client", self.client))} | \
+            {"window_iops": round(reqs / seconds, 1)}
+
+    QUEUE_COUNTERS = ("requests", "steered", "frames_rx", "frames_tx")
+    # the instance's (all queues'): how much each wakeup and batch carries
+    BATCH_COUNTERS = ("requests", "worker_sleeps", "disk_batches", "tx_batches")
+
+    def queue_snapshot(self) -> dict:
+        """The server's per-queue counters, the client's resends and the tap
+        link's drops, before a netblk-qN row."""
+        att = json.loads(self.client.check("netblkctl list --attached --json"))[0]["stats"]
+        inst = self.server_instance()
+        return {"queues": inst.get("queue_list", []),
+                "batches": {k: inst["stats"].get(k, 0) for k in self.BATCH_COUNTERS},
+                "resends": att["timeouts"] + att["fast_resends"] + att["busy"],
+                "drops": self.tap.drops() if self.tap else {}}
+
+    def queue_delta(self, before: dict) -> dict:
+        """What a netblk-qN row added to queue_snapshot()'s counts: each
+        server queue's (by its CPU), the client's resends, the link's drops."""
+        after = self.queue_snapshot()
+        per = []
+        for q0, q1 in zip(before["queues"], after["queues"]):
+            per.append({"cpu": q1.get("cpu"), **{k: q1.get(k, 0) - q0.get(k, 0)
+                                                 for k in self.QUEUE_COUNTERS}})
+        b = {k: after["batches"][k] - before["batches"][k] for k in self.BATCH_COUNTERS}
+        per_wakeup = {f"server_requests_per_{name}": round(b["requests"] / b[k], 2) if b[k] else None
+                      for k, name in (("worker_sleeps", "sleep"), ("disk_batches", "disk_batch"),
+                                      ("tx_batches", "tx_batch"))}
+        return {"server_queues": per, **per_wakeup,
+                "client_resends": after["resends"] - before["resends"],
+                "link_drops": sum(after["drops"].values()) - sum(before["drops"].values())}
 
     def insns_per_req(self, window: tuple | None, res: dict, sync: float | None,
                       across: bool) -> dict:
@@ -459,7 +601,8 @@ class Link:
 def medians(rows: list[dict]) -> list[dict]:
     """One row per system and workload: the medians over the rounds."""
     keys = ("iops", "mib_s", "p50_us", "p99_us", "p999_us", "server_cpu_us_per_req",
-            "client_cpu_us_per_req", "server_kinsn_per_req", "client_kinsn_per_req")
+            "client_cpu_us_per_req", "server_kinsn_per_req", "client_kinsn_per_req",
+            "server_kinsn_per_wreq", "client_kinsn_per_wreq", "window_iops")
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["system"], r["workload"], r["bs"], r["depth"]), []).append(r)
@@ -479,16 +622,21 @@ def ratios(meds: list[dict]) -> list[dict]:
     by = {(m["system"], m["workload"], m["bs"], m["depth"]): m for m in meds}
     out = []
     for (system, wl, bs, depth), m in by.items():
-        if system not in ("netblk", "netblk-9000", "md-netblk"):
+        if system not in ("netblk", "netblk-9000", "md-netblk", "netblk-q2"):
             continue
         md = system in MD_SYSTEMS
         for (other, owl, obs, odepth), o in by.items():
+            # netblk-q2 against netblk-q1 only, on their own link
+            if (system in QUEUE_SYSTEMS or other in QUEUE_SYSTEMS) and \
+                    (system, other) != ("netblk-q2", "netblk-q1"):
+                continue
             if other == system or (other in MD_SYSTEMS) != md or \
                (owl, obs, odepth) != (wl, bs, depth):
                 continue
             r = {"workload": wl, "bs": bs, "depth": depth, "system": system, "vs": other}
             for k in ("iops", "p99_us", "server_cpu_us_per_req", "client_cpu_us_per_req",
-                      "server_kinsn_per_req", "client_kinsn_per_req"):
+                      "server_kinsn_per_req", "client_kinsn_per_req", "server_kinsn_per_wreq",
+                      "client_kinsn_per_wreq"):
                 a, b = m.get(k), o.get(k)
                 r[k] = round(a / b, 3) if a and b else None
             out.append(r)
@@ -564,8 +712,8 @@ def plot(meds: list[dict], path: Path, title: str) -> bool:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description="fio on a block device in a second guest")
-    ap.add_argument("--seconds", type=float, default=float(os.environ.get("BENCH_SECONDS", 4)),
-                    help="seconds per run (4)")
+    ap.add_argument("--seconds", type=float, default=None,
+                    help="seconds per run (BENCH_SECONDS, else 4; --queues: 10)")
     ap.add_argument("--systems", default=None,
                     help="comma-separated, of " + ", ".join(SYSTEMS) +
                          " (all; netblk-9000 only on virtio)")
@@ -584,21 +732,42 @@ def main() -> int:
     ap.add_argument("--host-rmem", type=int, default=8 << 20, metavar="BYTES",
                     help="this host's net.core.rmem_default while the guests start (the link's "
                          "two QEMU sockets get it; restored after): 8 MiB by default, 0 leaves it")
+    ap.add_argument("--link", choices=("dgram", "tap"), default=None,
+                    help="the guests' link: QEMU's dgram netdev (one queue; the default), or "
+                         "two-queue taps bridged in a network namespace of the benchmark's own "
+                         "(the default for netblk-q1/netblk-q2)")
+    ap.add_argument("--queues", action="store_true",
+                    help="queues=2 against queues=1: --systems netblk-q1,netblk-q2 --link tap, "
+                         "4 KiB randread and randwrite at QD 32 and 1 (unless --workloads), "
+                         "--seconds 10, --out bench/queues/results.json")
     ap.add_argument("--no-insns", dest="insns", action="store_false",
                     help="do not count the guests' instructions (the TCG plugin, make "
                          "insn-plugin, slows them a little)")
     a = ap.parse_args()
     if a.insns and not PLUGIN.exists():
         ap.error(f"{PLUGIN} is not built: make insn-plugin (or --no-insns)")
+    if a.seconds is None:
+        # --queues: under a loaded host fio took up to 3 s to start, past
+        # WINDOW's 40 % of 4 s; of 10 s the counted part is 4 s to 9 s
+        a.seconds = float(os.environ.get("BENCH_SECONDS", 10 if a.queues else 4))
+    if a.queues:
+        a.systems = a.systems or ",".join(QUEUE_SYSTEMS)
+        a.workloads = a.workloads or ",".join(f"{rw}:{bs}:{qd}" for rw, bs, qd in QUEUE_WORKLOADS)
+        a.out = a.out or str(ROOT / "bench" / "queues" / "results.json")
     try:
         a.workloads = parse_workloads(a.workloads) if a.workloads else WORKLOADS
     except ValueError as e:
         ap.error(f"--workloads {e}")
     systems = a.systems.split(",") if a.systems else \
-        [s for s in SYSTEMS if s != "netblk-9000" or a.nic == "virtio"]
+        [s for s in SYSTEMS if (s != "netblk-9000" or a.nic == "virtio") and
+         s not in QUEUE_SYSTEMS]
     for s in systems:
         if s not in SYSTEMS:
             ap.error(f"unknown system {s!r} (one of {', '.join(SYSTEMS)})")
+    if a.link is None:
+        a.link = "tap" if set(QUEUE_SYSTEMS) & set(systems) else "dgram"
+    elif a.link == "dgram" and set(QUEUE_SYSTEMS) & set(systems):
+        ap.error("netblk-q1 and netblk-q2 need --link tap (the dgram link has one queue)")
     if a.rounds < 1:
         ap.error("--rounds must be at least 1")
     need = {"fio": "fio"}
@@ -608,6 +777,8 @@ def main() -> int:
         need["vblade"] = "vblade"
     if set(MD_SYSTEMS) & set(systems):
         need["mdadm"] = "mdadm"
+    if a.link == "tap":
+        need.update({"ethtool": "ethtool", "ip": "iproute2"})
     found = {p: shutil.which(p) or next((str(d / p) for d in (Path("/usr/sbin"), Path("/sbin"))
                                          if (d / p).exists()), None) for p in need}
     missing = [f"{p} (apt-get install {need[p]})" for p, path in found.items() if not path]
@@ -618,6 +789,9 @@ def main() -> int:
         suffix = "" if a.nic == "virtio" else f"-{a.nic}"
         a.out = str(ROOT / "bench" / "peers" / f"results{suffix}.json")
 
+    # a SIGTERM (make's, a timeout's) unwinds like an error: the guests and
+    # the tap link's namespace are removed on the way out
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rmem_path = Path("/proc/sys/net/core/rmem_default")
     rmem_old = rmem_path.read_text().strip()
     if a.host_rmem:
@@ -629,7 +803,17 @@ def main() -> int:
 
 
 def run(a, systems: list[str], found: dict) -> int:
-    """Boot the two guests, run every system's rows, write the results."""
+    """Boot the two guests, run every system's rows, write the results; on
+    the tap link, inside its namespace's life."""
+    if a.link != "tap":
+        return run_on(a, systems, found, None)
+    with TapLink(ports=2, queues=LINK_QUEUES) as tap:
+        log(f"bench: link: network namespace {tap.netns}, a bridge and two taps of "
+            f"{LINK_QUEUES} queues")
+        return run_on(a, systems, found, tap)
+
+
+def run_on(a, systems: list[str], found: dict, tap: TapLink | None) -> int:
     t_start = time.monotonic()
     drops0 = host_udp_drops()
     server_end, client_end = free_udp_port(), free_udp_port()
@@ -643,6 +827,12 @@ def run(a, systems: list[str], found: dict) -> int:
         client_programs["/usr/sbin/nbd-client"] = Path(found["nbd-client"])
     if found.get("mdadm"):
         client_programs["/sbin/mdadm"] = Path(found["mdadm"])
+    if tap:
+        for programs in (server_programs, client_programs):
+            programs["/usr/sbin/ethtool"] = Path(found["ethtool"])
+
+    def link_nic(port: int, local: int, remote: int, mac: str) -> list[str]:
+        return tap.args(port, mac, model) if tap else link_args(local, remote, mac, model)
     rows: list[dict] = []
     failures: list[str] = []
     counters: dict[str, dict] = {}
@@ -652,17 +842,24 @@ def run(a, systems: list[str], found: dict) -> int:
     plugin = {name: c.qemu_args() for name, c in insns.items()} if insns else {}
     with Guest("bench-server", checks=False, extra_programs=server_programs,
                modules=SERVER_MODULES, require_project=True,
-               qemu_args=link_args(server_end, client_end, "52:54:00:09:00:01", model) +
-               plugin.get("bench-server", []),
+               qemu_args=link_nic(0, server_end, client_end, "52:54:00:09:00:01") +
+               plugin.get("bench-server", []), pass_fds=tap.fds(0) if tap else (),
                memory=2048, nic=a.nic) as server, \
          Guest("bench-client", checks=False, extra_programs=client_programs,
                modules=CLIENT_MODULES, require_project=True,
-               qemu_args=link_args(client_end, server_end, "52:54:00:09:00:02", model) +
-               plugin.get("bench-client", []),
+               qemu_args=link_nic(1, client_end, server_end, "52:54:00:09:00:02") +
+               plugin.get("bench-client", []), pass_fds=tap.fds(1) if tap else (),
                memory=2048, nic=a.nic) as client:
+        link_queues = {}
         for g, ip in ((server, SERVER_IP), (client, CLIENT_IP)):
+            if tap:
+                g.check(f"ethtool -L eth1 combined {LINK_QUEUES}")
             g.check(f"ip link set eth1 up && ip addr add {ip}/24 dev eth1")
-        link = Link(server, client, a.seconds, insns)
+            if tap:
+                link_queues[g.name] = g.check("ls /sys/class/net/eth1/queues | tr '\\n' ' '; "
+                                              "ethtool -l eth1 | tail -n 4 | tr '\\n' ' '").strip()
+                log(f"bench: {g.name} eth1: {link_queues[g.name]}")
+        link = Link(server, client, a.seconds, insns, tap)
         steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
                  "netblk-9000": (link.jumbo_setup, link.jumbo_teardown),
                  "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
@@ -671,7 +868,9 @@ def run(a, systems: list[str], found: dict) -> int:
                  "aoe": (link.aoe_setup, link.aoe_teardown),
                  "local": (link.local_setup, lambda: None),
                  "md-netblk": (link.md_netblk_setup, link.md_netblk_teardown),
-                 "md-nvme-tcp": (link.md_nvme_setup, link.md_nvme_teardown)}
+                 "md-nvme-tcp": (link.md_nvme_setup, link.md_nvme_teardown),
+                 "netblk-q1": (lambda: link.queues_setup(1), link.netblk_teardown),
+                 "netblk-q2": (lambda: link.queues_setup(2), link.netblk_teardown)}
         def workloads(system: str):
             return MD_WORKLOADS if system in MD_SYSTEMS else a.workloads
 
@@ -713,8 +912,17 @@ def run(a, systems: list[str], found: dict) -> int:
                         continue
                     rows.append({"system": system, "workload": rw, "bs": bs, "depth": depth,
                                  "round": rnd, **res})
-                if system in ("netblk", "netblk-9000"):
-                    counters[system] = link.netblk_counters()
+                if system in ("netblk", "netblk-9000") or system in QUEUE_SYSTEMS:
+                    c = link.netblk_counters()
+                    if system in QUEUE_SYSTEMS:
+                        c["attaches_to_spread"] = getattr(link, "spread_attempts", None)
+                        counters.setdefault(system, []).append(c)
+                        log(f"bench: {system}: server queues " + "; ".join(
+                            f"cpu {q.get('cpu')}: requests {q.get('requests')}, sessions "
+                            f"{q.get('sessions_open')}, steered {q.get('steered')}"
+                            for q in c["server_queue_list"]))
+                    else:
+                        counters[system] = c
                 teardown()
 
     drops = host_udp_drops() - drops0
@@ -723,6 +931,7 @@ def run(a, systems: list[str], found: dict) -> int:
         "rows": rows, "medians": meds, "ratios": ratios(meds),
         "netblk_counters": counters.get("netblk"),
         "netblk_9000_counters": counters.get("netblk-9000"),
+        "netblk_queues_counters": {s: counters[s] for s in QUEUE_SYSTEMS if s in counters} or None,
         "failures": failures,
         "meta": {
             "seconds_per_run": a.seconds, "rounds": a.rounds, "device": DEV,
@@ -730,7 +939,10 @@ def run(a, systems: list[str], found: dict) -> int:
             "device_bytes": DEV_SIZE,
             "guests": f"QEMU TCG, 2 vCPUs, 2048 MiB each; {a.nic} link NICs "
                       f"({NIC_MODELS[a.nic][1]}), MTU 1500 (netblk-9000, nvme-tcp-9000: {JUMBO}), "
-                      "QEMU dgram netdev over 127.0.0.1",
+                      + ("QEMU dgram netdev over 127.0.0.1" if not tap else
+                         f"tap netdev, {LINK_QUEUES} queues a NIC (mq=on, vhost=off, ethtool -L "
+                         f"combined {LINK_QUEUES}), two taps bridged in a network namespace"),
+            "link": a.link, "link_queues": link_queues or None,
             "fio": "--direct=1 --ioengine=libaio, in the client guest (local: the server guest)",
             "fio_start_exit_jiffies": link.start_cost,
             "insns": "guest instructions a request (QEMU TCG plugin ci/qemu-plugin/insn_count.c): "

@@ -261,6 +261,164 @@ def link_args(local_port: int, remote_port: int, mac: str, model: str = NIC_MODE
             "-device", f"{model},netdev={netdev},mac={mac}"]
 
 
+# A multi-queue link (TapLink): tun's ioctl and flags (linux/if_tun.h), setns's.
+TUNSETIFF = 0x400454CA
+IFF_TAP, IFF_NO_PI, IFF_MULTI_QUEUE = 0x0002, 0x1000, 0x0100
+CLONE_NEWNET = 0x40000000
+NETNS_DIR = Path("/run/netns")
+TAP_NETNS_PREFIX = "netblk-link-"
+
+
+def _ip(*args: str) -> None:
+    r = subprocess.run(["ip", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if r.returncode:
+        raise GuestError(f"ip {' '.join(args)}: {r.stdout.strip()} (exit {r.returncode})")
+
+
+def _setns(fd: int) -> None:
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, f"setns: {os.strerror(e)}")
+
+
+class TapLink:
+    """A private multi-queue link between guests, for what QEMU's dgram
+    netdev (link_args, one virtio-net queue) cannot show: RSS spreading
+    sessions over a NIC's queues.  A network namespace of this process's own
+    (netblk-link-<pid>) holds a bridge and @ports tap devices of @queues
+    queues each (IFF_MULTI_QUEUE), joined to it; nothing else is in it, and
+    the host's own namespace gets no device.  Each tap's queues are opened
+    inside the namespace (setns on this thread, then back: the guests'
+    127.0.0.1 sockets stay in the host's) and handed to QEMU as fds
+    (args()); tun's flow steering then puts each flow on the queue its
+    guest last sent it from (the first packets of a flow by its hash).
+    close() (and the context's exit, and this process's exit) removes the
+    devices and the namespace; a namespace of a process that is gone is
+    removed by the next TapLink.  Needs root and iproute2's ip.
+
+        with TapLink(ports=2, queues=2) as tl:
+            Guest(..., qemu_args=tl.args(0, mac), pass_fds=tl.fds(0))
+    """
+
+    def __init__(self, ports: int = 2, queues: int = 2):
+        self.ports, self.queues = ports, queues
+        self.netns = f"{TAP_NETNS_PREFIX}{os.getpid()}"
+        self._fds: list[list[int]] = []
+        self._open = False
+
+    @staticmethod
+    def prune() -> None:
+        """Remove the namespaces of earlier TapLinks whose processes are gone."""
+        if not NETNS_DIR.is_dir():
+            return
+        for p in NETNS_DIR.glob(f"{TAP_NETNS_PREFIX}*"):
+            pid = p.name[len(TAP_NETNS_PREFIX):]
+            if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+                TapLink._remove(p.name)
+
+    @staticmethod
+    def _remove(netns: str) -> None:
+        # the devices first, so that none is ever moved to the host's namespace
+        subprocess.run(["sh", "-c", f"for d in $(ip -n {netns} -o link show | "
+                        "awk -F': ' '{print $2}' | cut -d@ -f1); do "
+                        f"[ $d = lo ] || ip -n {netns} link del $d; done"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(["ip", "netns", "del", netns], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+    def tap(self, port: int) -> str:
+        return f"nbtap{port}"
+
+    def open(self) -> "TapLink":
+        import fcntl
+        import struct
+        self.prune()
+        _ip("netns", "add", self.netns)
+        self._open = True
+        _links.add(self)
+        ns = self.netns
+        _ip("-n", ns, "link", "add", "nbbr0", "type", "bridge")
+        subprocess.run(["ip", "netns", "exec", ns, "sysctl", "-qw",
+                        "net.ipv6.conf.all.disable_ipv6=1"], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+        for port in range(self.ports):
+            _ip("-n", ns, "tuntap", "add", "dev", self.tap(port), "mode", "tap", "multi_queue")
+            _ip("-n", ns, "link", "set", self.tap(port), "master", "nbbr0")
+        home = os.open("/proc/self/ns/net", os.O_RDONLY)
+        target = os.open(NETNS_DIR / ns, os.O_RDONLY)
+        try:
+            _setns(target)
+            try:
+                for port in range(self.ports):
+                    fds = []
+                    for _ in range(self.queues):
+                        fd = os.open("/dev/net/tun", os.O_RDWR)
+                        fds.append(fd)
+                        ifr = struct.pack("16sH22x", self.tap(port).encode(),
+                                          IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE)
+                        fcntl.ioctl(fd, TUNSETIFF, ifr)
+                    self._fds.append(fds)
+            finally:
+                _setns(home)
+        finally:
+            os.close(target)
+            os.close(home)
+        for dev in [self.tap(p) for p in range(self.ports)] + ["nbbr0"]:
+            _ip("-n", ns, "link", "set", dev, "up")
+        return self
+
+    def drops(self) -> dict[str, int]:
+        """Each of the namespace's devices' dropped frames (tx and rx summed):
+        a tap drops what its queue's ring (txqueuelen) cannot hold."""
+        import json
+        r = subprocess.run(["ip", "-n", self.netns, "-s", "-j", "link", "show"],
+                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        out = {}
+        for dev in json.loads(r.stdout or "[]"):
+            st = dev.get("stats64", {})
+            out[dev["ifname"]] = st.get("rx", {}).get("dropped", 0) + \
+                st.get("tx", {}).get("dropped", 0)
+        return out
+
+    def fds(self, port: int) -> list[int]:
+        return list(self._fds[port])
+
+    def args(self, port: int, mac: str, model: str = NIC_MODELS[NIC][0],
+             netdev: str = "link0") -> list[str]:
+        """QEMU's arguments for guest @port's link NIC: its tap's queues as
+        fds (pass them: Guest(pass_fds=fds(port))), no vhost; virtio-net
+        with mq=on and a vector per queue each way, plus config and control."""
+        fds = ":".join(str(fd) for fd in self._fds[port])
+        dev = f"{model},netdev={netdev},mac={mac}"
+        if model == "virtio-net-pci":
+            dev += f",mq=on,vectors={2 * self.queues + 2}"
+        return ["-netdev", f"tap,id={netdev},fds={fds},vhost=off", "-device", dev]
+
+    def close(self) -> None:
+        for fds in self._fds:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self._fds = []
+        if self._open:
+            self._remove(self.netns)
+            self._open = False
+        _links.discard(self)
+
+    def __enter__(self) -> "TapLink":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+_links: set[TapLink] = set()
+
+
 def kernel_release() -> str:
     if FLAVOUR == "debug":
         rel = DEBUG_KERNEL / ".release"
@@ -500,6 +658,8 @@ def _die_with_parent() -> None:
 def _kill_all() -> None:
     for g in list(_live):
         g.kill()
+    for link in list(_links):
+        link.close()
 
 
 class Guest:
@@ -513,13 +673,15 @@ class Guest:
       modules to include.  require_project: fail unless netblk.ko and
       netblkctl are built.  tcg_threads: "multi" (a host thread a vCPU) or
       "single" (the vCPUs take turns on one: see TCG_THREADS_PAIR).
+      pass_fds: file descriptors QEMU inherits (TapLink's tap queues).
     """
 
     def __init__(self, name: str = "bench", forwards=(), *, extra_files=None, extra_programs=None,
                  modules=None, memory: int = 1024, smp: int = 2, nic_mtu: int | None = None,
                  boot_timeout: float = BOOT_TIMEOUT, require_project: bool = False,
                  qemu_args=(), cmdline: str = "", keep_disks: bool = False, checks: bool = True,
-                 pid: int | None = None, nic: str = NIC, tcg_threads: str = TCG_THREADS):
+                 pid: int | None = None, nic: str = NIC, tcg_threads: str = TCG_THREADS,
+                 pass_fds=()):
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
             raise ValueError(f"bad guest name {name!r}")
         self.name = name
@@ -544,6 +706,7 @@ class Guest:
         self.boot_timeout = boot_timeout
         self.require_project = require_project
         self.qemu_args = list(qemu_args)
+        self.pass_fds = tuple(pass_fds)
         self.cmdline = (CHECKS_CMDLINE + " " + cmdline).strip() if checks else cmdline
         self.keep_disks = keep_disks
         # the disks, sockets and logs are this process's (@pid: another's, to
@@ -676,7 +839,8 @@ class Guest:
             qlog.write((shlex.join(cmd) + "\n").encode())
             qlog.flush()
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=qlog, stderr=qlog,
-                                         start_new_session=True, preexec_fn=_die_with_parent)
+                                         start_new_session=True, preexec_fn=_die_with_parent,
+                                         pass_fds=self.pass_fds)
         _live.add(self)
         deadline = t0 + self.boot_timeout
         self.agent = Agent(self.agent_sock, self.alive)
