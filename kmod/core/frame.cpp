@@ -182,13 +182,6 @@ static u16 fold(u64 sum)
 	return (u16)sum;
 }
 
-/*
- * The ones' complement sum of whole 8-byte words in the CPU's byte order,
- * folded to 16 bits: a 64-bit add with its carry added back in (add, adc),
- * eight bytes an addition.  The sum of little-endian words is the sum of
- * big-endian ones with its two bytes swapped (RFC 1071 2(B)).  Four words
- * a turn of the loop: its own cost is then under a tenth of the sum's.
- */
 static inline u64 load_word(const u8 *p)
 {
 	u64 w;
@@ -203,6 +196,13 @@ static inline u64 add_carry(u64 sum, u64 w)
 	return sum + (sum < w);
 }
 
+/*
+ * The ones' complement sum of whole 8-byte words in the CPU's byte order,
+ * folded to 16 bits: a 64-bit add with its carry added back in (add, adc),
+ * eight bytes an addition.  The sum of little-endian words is the sum of
+ * big-endian ones with its two bytes swapped (RFC 1071 2(B)).  Four words
+ * a turn of the loop: its own cost is then under a tenth of the sum's.
+ */
 static u16 ones_sum_words(const u8 *p, u32 words)
 {
 	u64 sum = 0;
