@@ -2,6 +2,7 @@
 /* The kernel functions the C++ core calls (core/kernel_api.h). */
 #include <linux/mm.h>
 #include <linux/slab.h>
+#include <linux/spinlock.h>
 
 #include "kernel_api.h"
 
@@ -18,4 +19,14 @@ void *netblk_kernel_alloc(size_t size)
 void netblk_kernel_free(void *p)
 {
 	kvfree(p);
+}
+
+void netblk_kernel_lock(void *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void netblk_kernel_unlock(void *lock)
+{
+	spin_unlock_bh(lock);
 }

@@ -10,6 +10,30 @@ struct netblk_core {
 
 extern "C" {
 
+int netblk_core_group_create(uint32_t queues, void *lock, struct netblk_session_group **out)
+{
+	netblk_session_group *g = new netblk_session_group;
+	int err;
+
+	if (!g)
+		return -nb::err_nomem;
+	err = g->group.init(queues, lock);
+	if (err) {
+		delete g;
+		return err;
+	}
+	*out = g;
+	return 0;
+}
+
+void netblk_core_group_destroy(struct netblk_session_group *g)
+{
+	if (!g)
+		return;
+	g->group.destroy();
+	delete g;
+}
+
 int netblk_core_create(const struct netblk_core_config *config, struct netblk_core **out)
 {
 	netblk_core *core = new netblk_core;

@@ -28,6 +28,7 @@ extern "C" {
 #define NETBLK_TX_BATCH 64	/* replies handed to the NIC in one transmit */
 
 struct netblk_core;
+struct netblk_session_group;	/* an instance's queues' session tables, as per-source= counts */
 struct netblk_queue;		/* the kernel side's; passed back to its ops */
 struct netblk_target_disk_ops;	/* target_ops.h */
 struct netblk_target_transport_ops;
@@ -113,7 +114,9 @@ struct netblk_core_config {
 	uint32_t queue;
 	uint32_t queues;
 	uint32_t sessions;		/* the session table's size (this queue's) */
-	uint32_t sessions_per_source;	/* of those, one IPv4 address holds at most (0: the default) */
+	/* of the instance's, one IPv4 address holds at most (0: the default), in all of @group */
+	uint32_t sessions_per_source;
+	struct netblk_session_group *group;	/* netblk_core_group_create()'s; NULL: this core alone */
 	uint64_t export_id;		/* netblk_core_export_id() of the device */
 	uint8_t secret[NETBLK_KEY_SIZE];	/* random: cookies and session tokens */
 	uint8_t keyed;			/* accept only datagrams tagged with key */
@@ -149,6 +152,15 @@ struct netblk_held {
 	uint32_t slots;		/* not back on the free ring */
 	uint64_t frames;	/* received frames kept and not yet released */
 };
+
+/*
+ * The session tables of an instance's @queues cores, which count a source
+ * address's sessions together under @lock (a spinlock_t of the caller's,
+ * taken only to open a session).  0, -EINVAL or -ENOMEM; destroyed after
+ * its cores.
+ */
+int netblk_core_group_create(uint32_t queues, void *lock, struct netblk_session_group **out);
+void netblk_core_group_destroy(struct netblk_session_group *group);
 
 /*
  * 0, -EINVAL when no sector fits a datagram at the mtu, or -ENOMEM.  Called

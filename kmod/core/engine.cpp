@@ -80,7 +80,7 @@ int engine::init(const netblk_core_config &config)
 	set_link(config.link_mtu, config.local_mac);
 	if (sessions_.init(config.sessions ? config.sessions : NETBLK_SESSIONS_DEFAULT,
 			   config.sessions_per_source, siphash_key_from_bytes(config.secret),
-			   queue_, queues_))
+			   queue_, queues_, config.group ? &config.group->group : nullptr))
 		return -err_nomem;
 
 	/* value-initialised: counters and slots start at zero */

@@ -19,6 +19,13 @@ extern "C" {
 /* Zeroed memory, or NULL; may sleep.  Only called when an instance starts. */
 void *netblk_kernel_alloc(size_t size);
 void netblk_kernel_free(void *p);
+/*
+ * A spinlock_t the caller owns (the unit tests': a std::mutex), taken with
+ * bottom halves off: the cores of an instance's queues share it to open
+ * sessions (core/session.h, session_group).
+ */
+void netblk_kernel_lock(void *lock);
+void netblk_kernel_unlock(void *lock);
 
 enum netblk_io_op {
 	NETBLK_IO_READ = 1,

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* Sessions, cookies and replay windows: see session.h. */
+#include "kernel_api.h"
 #include "session.h"
 
 namespace nb {
@@ -116,8 +117,58 @@ static u64 keyed(const siphash_key &secret, u64 label, u64 a, u64 b, u64 c)
 	return h.final();
 }
 
+/* ---- an instance's tables ---- */
+
+int session_group::init(u32 queues, void *lock)
+{
+	if (queues == 0 || !lock)
+		return -err_inval;
+	tables_ = new const session_table *[queues]();
+	if (!tables_)
+		return -err_nomem;
+	queues_ = queues;
+	lock_ = lock;
+	return 0;
+}
+
+void session_group::destroy()
+{
+	delete[] tables_;
+	tables_ = nullptr;
+	queues_ = 0;
+}
+
+void session_group::join(u32 queue, const session_table *table)
+{
+	lock();
+	tables_[queue] = table;
+	unlock();
+}
+
+void session_group::lock() const
+{
+	netblk_kernel_lock(lock_);
+}
+
+void session_group::unlock() const
+{
+	netblk_kernel_unlock(lock_);
+}
+
+u32 session_group::held_by(u64 source) const
+{
+	u32 held = 0;
+
+	for (u32 q = 0; q < queues_; q++)
+		if (tables_[q])
+			held += tables_[q]->held_by(source);
+	return held;
+}
+
+/* ---- a queue's table ---- */
+
 int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret, u32 queue,
-			u32 queues)
+			u32 queues, session_group *group)
 {
 	if (capacity == 0 || queues == 0 || queue >= queues ||
 	    (u64)capacity * queues > 0xffffffffull)
@@ -134,11 +185,17 @@ int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret,
 	created_ = (u64)queue << 48;
 	for (u32 i = 0; i < capacity; i++)
 		sessions_[i].window.reset();
+	group_ = group;
+	if (group_)
+		group_->join(queue, this);
 	return 0;
 }
 
 void session_table::destroy()
 {
+	if (group_)
+		group_->join(queue_, nullptr);
+	group_ = nullptr;
 	delete[] sessions_;
 	sessions_ = nullptr;
 	capacity_ = 0;
@@ -194,6 +251,8 @@ u32 session_table::pick_entry(u64 peer, u64 now_ns)
 		if (any == capacity_ || s.last_used_ns < sessions_[any].last_used_ns)
 			any = i;
 	}
+	if (group_)
+		own_count = group_->held_by(source);
 	if (own_count >= per_source_)
 		return own;
 	return free_entry != capacity_ ? free_entry : any;
@@ -201,6 +260,34 @@ u32 session_table::pick_entry(u64 peer, u64 now_ns)
 
 session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 now_ns,
 					       u32 *id, u64 *token)
+{
+	open_result r;
+
+	if (!group_)
+		return open_locked(ip, port, nonce, now_ns, id, token);
+	/* no other queue opens one between counting and opening */
+	group_->lock();
+	r = open_locked(ip, port, nonce, now_ns, id, token);
+	group_->unlock();
+	return r;
+}
+
+u32 session_table::held_by(u64 source) const
+{
+	u32 held = 0;
+
+	for (u32 i = 0; i < capacity_; i++) {
+		const session &s = sessions_[i];
+
+		if (__atomic_load_n(&s.token, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&s.peer, __ATOMIC_RELAXED) >> 16 == source)
+			held++;
+	}
+	return held;
+}
+
+session_table::open_result session_table::open_locked(u32 ip, u16 port, u64 nonce, u64 now_ns,
+						      u32 *id, u64 *token)
 {
 	u64 peer = pack_peer(ip, port);
 

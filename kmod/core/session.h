@@ -9,7 +9,9 @@
  * Threads: the worker alone opens, evicts and looks up sessions and moves
  * their windows.  The receive path only asks matches(), a filter that spares
  * a slot to a datagram of no session; it reads the two words a session is
- * known by with atomic loads, and the worker checks again.
+ * known by with atomic loads, and the worker checks again.  Other queues'
+ * workers read the same two words when they count an address's sessions
+ * (session_group), under the lock every table's open() holds.
  */
 #ifndef NETBLK_CORE_SESSION_H
 #define NETBLK_CORE_SESSION_H
@@ -101,6 +103,33 @@ struct session_counters {
 	u64 served_again;	/* resends of READs and INFOs served again */
 };
 
+class session_table;
+
+/*
+ * An instance's session tables, one a queue, as per-source= sees them: a
+ * source address's sessions are counted over all of them, under a lock the
+ * instance gives (the kernel's spinlock; kernel_api.h), so that an address
+ * holds per-source sessions at most whichever queues its HELLOs land on --
+ * RSS spreads one address's ports over every queue.  Only opening a session
+ * takes the lock: the data path never does.
+ */
+class session_group {
+public:
+	int init(u32 queues, void *lock);
+	void destroy();
+	/* Table @queue's: counted from now on. */
+	void join(u32 queue, const session_table *table);
+	void lock() const;
+	void unlock() const;
+	/* Sessions @source holds in all the tables; the caller holds the lock. */
+	u32 held_by(u64 source) const;
+
+private:
+	const session_table **tables_ = nullptr;
+	u32 queues_ = 0;
+	void *lock_ = nullptr;
+};
+
 class session_table {
 public:
 	/* A session nobody used for this long may be closed to make room. */
@@ -114,12 +143,14 @@ public:
 
 	/*
 	 * @per_source: sessions one IPv4 address may hold (0:
-	 * per_source_default).  The table of queue @queue of @queues: its
+	 * per_source_default), in all of @group's tables.  The table of queue @queue of @queues: its
 	 * session ids are those that say so (queue_of()), and its tokens are
-	 * made from numbers no other queue's table uses.
+	 * made from numbers no other queue's table uses.  @group: the
+	 * instance's tables, whose sessions per_source counts (none: this
+	 * table's alone).
 	 */
 	int init(u32 capacity, u32 per_source, const siphash_key &secret, u32 queue = 0,
-		 u32 queues = 1);
+		 u32 queues = 1, session_group *group = nullptr);
 	void destroy();
 	u32 capacity() const { return capacity_; }
 	u32 per_source() const { return per_source_; }
@@ -150,6 +181,9 @@ public:
 	/* The worker's lookup: the session, or null. */
 	session *find(u32 id, u64 token, u32 ip, u16 port);
 
+	/* Sessions of this table from @source (an address, as peer >> 16): any thread. */
+	u32 held_by(u64 source) const;
+
 	/* The queue whose table session @id (not 0) is in, of @queues. */
 	static u32 queue_of(u32 id, u32 queues) { return (id - 1) % queues; }
 
@@ -160,16 +194,23 @@ private:
 	u32 index_of(u32 id) const;
 	static u64 pack_peer(u32 ip, u16 port) { return (u64)ip << 16 | port; }
 	u32 pick_entry(u64 peer, u64 now_ns);
+	open_result open_locked(u32 ip, u16 port, u64 nonce, u64 now_ns, u32 *id, u64 *token);
 
 	session *sessions_ = nullptr;
 	u32 capacity_ = 0;
 	u32 per_source_ = 0;
 	u32 queue_ = 0, queues_ = 1;
+	session_group *group_ = nullptr;
 	u64 created_ = 0;	/* sessions ever opened: every token is made from a new one */
 	siphash_key secret_ = {};
 	session_counters counters_ = {};
 };
 
 } /* namespace nb */
+
+/* core_api.h's handle on an instance's session_group */
+struct netblk_session_group {
+	nb::session_group group;
+};
 
 #endif

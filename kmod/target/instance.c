@@ -318,8 +318,9 @@ static u64 netblk_export_id(struct block_device *bdev)
 }
 
 /*
- * A core for each queue.  sessions= is shared out among them, and
- * per-source= holds in each: a session is one queue's for its life.
+ * A core for each queue.  sessions= is shared out among them (a session is
+ * one queue's for its life), and per-source= holds in all of them together:
+ * RSS spreads one address's ports over every queue.
  */
 static int netblk_create_cores(struct netblk_instance *inst, const struct netblk_start_params *p,
 			       struct netlink_ext_ack *extack)
@@ -351,7 +352,7 @@ static int netblk_create_cores(struct netblk_instance *inst, const struct netblk
 		.max_write_zeroes_bytes = (u64)bdev_write_zeroes_sectors(bdev) << SECTOR_SHIFT,
 		.queues = inst->nr_queues,
 		.sessions = sessions,
-		.sessions_per_source = inst->opt.per_source ? min(inst->opt.per_source, sessions) : 0,
+		.sessions_per_source = inst->opt.per_source,
 		.options = inst->opt,
 		.export_id = netblk_export_id(bdev),
 		.keyed = p->auth != NETBLK_AUTH_NONE,
@@ -374,12 +375,14 @@ static int netblk_create_cores(struct netblk_instance *inst, const struct netblk
 				   inst->opt.mtu);
 		return -EMSGSIZE;
 	}
+	err = netblk_core_group_create(inst->nr_queues, &inst->sessions_lock, &inst->sessions);
+	config.group = inst->sessions;
 	netblk_for_each_queue(q, inst) {
+		if (err)
+			break;
 		config.queue = q->index;
 		config.owner = q;
 		err = netblk_core_create(&config, &q->core);
-		if (err)
-			break;
 	}
 	memzero_explicit(config.key, sizeof(config.key));
 	memzero_explicit(config.secret, sizeof(config.secret));
@@ -659,6 +662,8 @@ static void netblk_instance_release(struct netblk_instance *inst)
 		netblk_core_destroy(q->core);
 		q->core = NULL;
 	}
+	netblk_core_group_destroy(inst->sessions);
+	inst->sessions = NULL;
 	netblk_close_bdev(inst);
 	netblk_put_port(inst);
 	netblk_nic_put(inst);
@@ -681,6 +686,7 @@ void netblk_instance_put(struct netblk_instance *inst)
 static void netblk_instance_init(struct netblk_instance *inst, const struct netblk_start_params *p)
 {
 	kref_init(&inst->ref);
+	spin_lock_init(&inst->sessions_lock);
 	inst->reaper = netblk_reaper_work;
 	inst->transport = &netblk_xdp_ops;
 	inst->state = NETBLK_STATE_SERVING;

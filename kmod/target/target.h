@@ -149,6 +149,9 @@ struct netblk_instance {
 	struct netblk_queue *queues;
 	u32 nr_queues;			/* opt.queues once they are allocated, 0 before */
 	u16 *cpu_queue;			/* by CPU: its queue, or the queue it hands HELLOs to */
+	/* its queues' session tables, counted together for per-source= */
+	struct netblk_session_group *sessions;
+	spinlock_t sessions_lock;	/* taken by a queue's core to open a session */
 
 	/* disk.c */
 	bool nowait;			/* REQ_NOWAIT: a full queue answers, not sleeps */

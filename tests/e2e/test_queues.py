@@ -11,6 +11,7 @@ datagram arrives -- as a NIC's RSS would put a flow on CPU N."""
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import struct
@@ -18,7 +19,7 @@ import struct
 import pytest
 
 from nbtest import Rig, ctl, host_elf, instances, leaked, refused, start, stats
-from netblk import OP_INFO, OP_READ, OP_REPLY, OP_WRITE, pack_header
+from netblk import OP_HELLO, OP_INFO, OP_READ, OP_REPLY, OP_WRITE, pack_header
 
 _PROGRAMS = {f"/usr/sbin/{name}-full" if name == "ip" else f"/usr/sbin/{name}": p
              for name in ("ip", "ethtool") if (p := host_elf(name))}
@@ -136,6 +137,40 @@ def test_two_queues_serve_each_session_on_its_own(qrig):
     assert PORT not in instances(g)
     assert not workers(g, PORT)
     assert leaked(g) == {"leaked_slots": 0, "leaked_frames": 0}
+
+
+def hello(rig, cpu, src_port) -> dict:
+    """A HELLO with its cookie from `src_port`, arriving on `cpu`: the answer."""
+    cookie = rig.replies(rig.request(handle=99, src_port=src_port), cpu=cpu)[0]["token"]
+    f = rig.request(handle=99, src_port=src_port)
+    f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
+    r = rig.replies(f, cpu=cpu)
+    assert len(r) == 1, r
+    return r[0]
+
+
+def test_per_source_holds_over_all_the_queues(qrig):
+    """per-source=2 on two queues: one address's HELLOs land on both (RSS
+    spreads its ports), and it holds two sessions in all -- not two on each
+    queue (an instance of 64 queues would let one address take every
+    session).  The third and fourth are refused EUSERS, counted, and another
+    address still finds room."""
+    g = qrig.g
+    start(g, P1, PORT, "dev=nbv0", "queues=2", "per-source=2")
+    assert instances(g)[PORT]["per_source"] == 2
+    answers = [hello(qrig, cpu, 41000 + i) for i, cpu in enumerate((0, 1, 0, 1))]
+    opened = [a for a in answers if a["status"] == 0 and a["session"]]
+    assert len(opened) == 2, answers
+    assert [a["status"] for a in answers if a not in opened] == [errno.EUSERS] * 2, answers
+    s = stats(g, PORT)
+    assert s["sessions_open"] == 2 and s["refused_eusers"] == 2, s
+    other = dict(src_ip="10.9.0.3", src_port=41010)
+    cookie = qrig.replies(qrig.request(handle=99, **other), cpu=1)[0]["token"]
+    f = qrig.request(handle=99, **other)
+    f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
+    r = qrig.replies(f, cpu=1)
+    assert len(r) == 1 and r[0]["status"] == 0 and r[0]["session"], r
+    assert stats(g, PORT)["sessions_open"] == 3
 
 
 def test_queues_default_to_the_nics_rx_queues(qrig):

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 #include "frames.h"
 #include "frame.h"
@@ -204,6 +205,8 @@ extern "C" {
 
 void *netblk_kernel_alloc(size_t size) { return calloc(1, size); }
 void netblk_kernel_free(void *p) { free(p); }
+void netblk_kernel_lock(void *lock) { static_cast<std::mutex *>(lock)->lock(); }
+void netblk_kernel_unlock(void *lock) { static_cast<std::mutex *>(lock)->unlock(); }
 
 } /* extern "C" */
 

@@ -5,6 +5,7 @@
  * table's eviction under a flood of HELLOs.
  */
 #include <gtest/gtest.h>
+#include <mutex>
 
 #include "session.h"
 
@@ -359,4 +360,79 @@ TEST_F(Table, ClientsBehindOneAddressAllGetSessionsUpToItsSetting)
 	}
 	EXPECT_EQ(t.counters().evicted, 0u);
 	EXPECT_EQ(t.per_source(), 32u);
+}
+
+/* ---- an instance's queues' tables together ---- */
+
+/*
+ * Two queues' tables in one group: an address's HELLOs land on both (RSS
+ * spreads its ports), and it holds per-source sessions in all, not in
+ * each -- two queues that each counted their own let it hold twice as many,
+ * and an instance of 64 queues all its sessions.  Its own idle ones make
+ * room on the queue its HELLO came to; other addresses still find room.
+ */
+TEST(SessionGroup, AnAddressHoldsItsShareOverAllTheQueuesNotInEach)
+{
+	std::mutex lock;
+	nb::session_group group;
+	session_table q0, q1;
+	u32 id, id0 = 0;
+	u64 token, token0 = 0, now = 1;
+
+	ASSERT_EQ(group.init(2, &lock), 0);
+	ASSERT_EQ(q0.init(16, 4, secret(42), 0, 2, &group), 0);
+	ASSERT_EQ(q1.init(16, 4, secret(42), 1, 2, &group), 0);
+	u32 opened = 0, refused = 0;
+	for (u32 i = 0; i < 20; i++) {
+		session_table &t = i % 2 ? q1 : q0;
+		auto r = t.open(ip_a, (nb::u16)(1000 + i), i + 1, now, &id, &token);
+
+		if (r == session_table::open_result::full)
+			refused++;
+		else
+			opened++;
+		if (i == 0) {
+			id0 = id;
+			token0 = token;
+		}
+	}
+	EXPECT_EQ(opened, 4u);
+	EXPECT_EQ(refused, 16u);
+	EXPECT_EQ(q0.open_count() + q1.open_count(), 4u);
+	EXPECT_EQ(group.held_by(ip_a), 4u);
+	ASSERT_EQ(q1.open(ip_b, 1, 1, now, &id, &token), session_table::open_result::opened)
+		<< "another address still finds room";
+	EXPECT_EQ(group.held_by(ip_b), 1u);
+
+	now += session_table::idle_evict_ns + 1;
+	ASSERT_EQ(q0.open(ip_a, 3000, 3000, now, &id, &token), session_table::open_result::opened)
+		<< "its own idle session on this queue makes room";
+	EXPECT_EQ(q0.find(id0, token0, ip_a, 1000), nullptr) << "its idlest on queue 0";
+	EXPECT_EQ(group.held_by(ip_a), 4u);
+	EXPECT_EQ(q0.counters().evicted, 1u);
+
+	q1.destroy();
+	EXPECT_EQ(group.held_by(ip_a), 2u) << "a table gone is counted no more";
+	q0.destroy();
+	group.destroy();
+}
+
+/* Without a group (a table of its own), the count is the table's: as before. */
+TEST(SessionGroup, ATableAloneCountsItsOwn)
+{
+	session_table a, b;
+	u32 id;
+	u64 token;
+
+	ASSERT_EQ(a.init(8, 2, secret(1), 0, 2), 0);
+	ASSERT_EQ(b.init(8, 2, secret(1), 1, 2), 0);
+	for (u32 i = 0; i < 3; i++) {
+		a.open(ip_a, (nb::u16)(10 + i), i + 1, 1, &id, &token);
+		b.open(ip_a, (nb::u16)(20 + i), i + 1, 1, &id, &token);
+	}
+	EXPECT_EQ(a.open_count(), 2u);
+	EXPECT_EQ(b.open_count(), 2u);
+	EXPECT_EQ(a.held_by(ip_a), 2u);
+	a.destroy();
+	b.destroy();
 }
