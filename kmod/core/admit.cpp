@@ -52,9 +52,12 @@ void engine::open_session(u32 index, slot &s, u64 now_ns)
 	session_table::open_result r = sessions_.open(from.ip, from.port, s.request.seq, now_ns,
 						      &id, &token);
 	bool fold = s.request.flags & flag_fold_answers;
+	/* null when the same HELLO opened it on another queue, which set it then */
+	session *opened = r == session_table::open_result::full ? nullptr :
+			  sessions_.find(id, token, from.ip, from.port);
 
-	if (r != session_table::open_result::full)
-		sessions_.find(id, token, from.ip, from.port)->fold_answers = fold;
+	if (opened)
+		opened->fold_answers = fold;
 	s.request.session = id;
 	s.request.token = token;
 	/* the answer that opens it says whether its WRITE answers fold: as the client asked */

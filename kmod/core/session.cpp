@@ -165,6 +165,14 @@ u32 session_group::held_by(u64 source) const
 	return held;
 }
 
+bool session_group::opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const
+{
+	for (u32 q = 0; q < queues_; q++)
+		if (tables_[q] && tables_[q]->opened_by(peer, nonce, id, token))
+			return true;
+	return false;
+}
+
 /* ---- a queue's table ---- */
 
 int session_table::init(u32 capacity, u32 per_source, const siphash_key &secret, u32 queue,
@@ -286,6 +294,21 @@ u32 session_table::held_by(u64 source) const
 	return held;
 }
 
+/* Its nonce and token are written under the group's lock: read under it too. */
+bool session_table::opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const
+{
+	for (u32 i = 0; i < capacity_; i++) {
+		const session &s = sessions_[i];
+
+		if (s.token && s.peer == peer && s.nonce == nonce) {
+			*id = id_of(i);
+			*token = s.token;
+			return true;
+		}
+	}
+	return false;
+}
+
 session_table::open_result session_table::open_locked(u32 ip, u16 port, u64 nonce, u64 now_ns,
 						      u32 *id, u64 *token)
 {
@@ -301,6 +324,9 @@ session_table::open_result session_table::open_locked(u32 ip, u16 port, u64 nonc
 			return open_result::again;
 		}
 	}
+	/* another queue's, whose worker alone marks it used */
+	if (group_ && group_->opened_by(peer, nonce, id, token))
+		return open_result::again;
 
 	u32 i = pick_entry(peer, now_ns);
 	if (i == capacity_) {

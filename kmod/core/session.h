@@ -123,6 +123,12 @@ public:
 	void unlock() const;
 	/* Sessions @source holds in all the tables; the caller holds the lock. */
 	u32 held_by(u64 source) const;
+	/*
+	 * The session a HELLO from @peer with @nonce opened on any queue (the
+	 * same HELLO again, come to another queue since: the RSS table
+	 * changed); the caller holds the lock.
+	 */
+	bool opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const;
 
 private:
 	const session_table **tables_ = nullptr;
@@ -171,7 +177,8 @@ public:
 	 * Open a session for a HELLO that brought a valid cookie: a free entry,
 	 * else the idlest of all idle for idle_evict_ns -- of the source
 	 * address's own when it holds per_source() already.  The same HELLO
-	 * again (its answer was lost) gets the same session (again).  full:
+	 * again (its answer was lost) gets the same session (again), on
+	 * whichever of the group's queues it was opened.  full:
 	 * none can be had, and no active session was pushed out.
 	 */
 	open_result open(u32 ip, u16 port, u64 nonce, u64 now_ns, u32 *id, u64 *token);
@@ -183,6 +190,8 @@ public:
 
 	/* Sessions of this table from @source (an address, as peer >> 16): any thread. */
 	u32 held_by(u64 source) const;
+	/* session_group::opened_by() in this table: under the group's lock. */
+	bool opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const;
 
 	/* The queue whose table session @id (not 0) is in, of @queues. */
 	static u32 queue_of(u32 id, u32 queues) { return (id - 1) % queues; }

@@ -15,6 +15,7 @@ import errno
 import os
 import re
 import struct
+from types import SimpleNamespace
 
 import pytest
 
@@ -171,6 +172,27 @@ def test_per_source_holds_over_all_the_queues(qrig):
     r = qrig.replies(f, cpu=1)
     assert len(r) == 1 and r[0]["status"] == 0 and r[0]["session"], r
     assert stats(g, PORT)["sessions_open"] == 3
+
+
+def test_the_same_hello_on_the_other_queue_gets_the_same_session(qrig):
+    """A HELLO whose answer was lost, sent again after the NIC's RSS table
+    moved its flow to the other queue: the session it opened, not a second
+    one (which would stay a minute and count against per-source=)."""
+    g = qrig.g
+    start(g, P1, PORT, "dev=nbv0", "queues=2")
+    cookie = qrig.replies(qrig.request(handle=5, src_port=42000), cpu=0)[0]["token"]
+    f = qrig.request(handle=5, src_port=42000)
+    f.payload = pack_header(OP_HELLO, 0, 0, 5, token=cookie)
+    first = qrig.replies(f, cpu=0)
+    again = qrig.replies(f, cpu=1)
+    assert len(first) == 1 and first[0]["session"] and first[0]["status"] == 0, first
+    assert len(again) == 1 and again[0]["status"] == 0, again
+    assert (again[0]["session"], again[0]["token"]) == (first[0]["session"], first[0]["token"])
+    assert stats(g, PORT)["sessions_open"] == 1
+    s = SimpleNamespace(id=first[0]["session"], token=first[0]["token"], port=42000)
+    data = os.urandom(512)
+    assert write(qrig, s, 4096, data, 1, cpu=1)["status"] == 0
+    assert read(qrig, s, 4096, 512, 2, cpu=0) == data
 
 
 def test_queues_default_to_the_nics_rx_queues(qrig):

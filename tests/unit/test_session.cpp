@@ -417,6 +417,36 @@ TEST(SessionGroup, AnAddressHoldsItsShareOverAllTheQueuesNotInEach)
 	group.destroy();
 }
 
+/*
+ * The same HELLO again (its answer was lost) that comes to another queue
+ * since -- the NIC's RSS table changed -- gets the session it opened, not a
+ * second one that would stay until evicted and count against its address.
+ */
+TEST(SessionGroup, TheSameHelloOnAnotherQueueGetsTheSessionItOpened)
+{
+	std::mutex lock;
+	nb::session_group group;
+	session_table q0, q1;
+	u32 id, id2;
+	u64 token, token2;
+
+	ASSERT_EQ(group.init(2, &lock), 0);
+	ASSERT_EQ(q0.init(8, 0, secret(7), 0, 2, &group), 0);
+	ASSERT_EQ(q1.init(8, 0, secret(7), 1, 2, &group), 0);
+	ASSERT_EQ(q0.open(ip_a, 5000, 77, 1, &id, &token), session_table::open_result::opened);
+	ASSERT_EQ(q1.open(ip_a, 5000, 77, 2, &id2, &token2), session_table::open_result::again);
+	EXPECT_EQ(id2, id);
+	EXPECT_EQ(token2, token);
+	EXPECT_EQ(session_table::queue_of(id2, 2), 0u) << "still queue 0's";
+	EXPECT_EQ(q0.open_count() + q1.open_count(), 1u);
+	EXPECT_EQ(q1.open(ip_a, 5000, 78, 2, &id2, &token2), session_table::open_result::opened)
+		<< "another nonce is another HELLO";
+	EXPECT_EQ(session_table::queue_of(id2, 2), 1u);
+	q1.destroy();
+	q0.destroy();
+	group.destroy();
+}
+
 /* Without a group (a table of its own), the count is the table's: as before. */
 TEST(SessionGroup, ATableAloneCountsItsOwn)
 {
