@@ -1,16 +1,17 @@
 #!/usr/bin/python3
-"""Where the server guest's instructions for a request go, by kernel
-symbol: ci/bench_client.py's two guests and systems, the server's TCG
-plugin in its pcs=on mode (ci/qemu-plugin/insn_count.c), each row's table
-of executed blocks over the same window bench_client counts, its idle
-table taken off, named by the server guest's /proc/kallsyms
-(ci/insn_profile.py).  Standard library only.
+"""Where the server guest's instructions for a request go (or the
+client's: --guest client), by kernel symbol: ci/bench_client.py's two
+guests and systems, that guest's TCG plugin in its pcs=on mode
+(ci/qemu-plugin/insn_count.c), each row's table of executed blocks over
+the same window bench_client counts, its idle table taken off, named by
+that guest's /proc/kallsyms (ci/insn_profile.py).  Standard library only.
 
     ci/bench_profile.py [--systems netblk,netblk-9000,nvme-tcp,nvme-tcp-9000]
                         [--workloads randwrite:4k:32,randread:4k:32] [--seconds 6]
                         [--top 25] [--out bench/profile/profile.json]
                         [--server-cmdline 'init_on_alloc=0']
                         [--base-module OLD/netblk.ko] [--rounds 1]
+                        [--guest server|client]
 
 Prints, per row, the top symbols and the groups in instructions a request
 (Ki/req); writes every symbol's to --out.  A request here is one the
@@ -52,9 +53,11 @@ class ProfiledLink(Link):
     """bench_client's Link that also takes the server's block tables at the
     edges of each row's window and of its idle measurement."""
 
+    profiled = "bench-server"  # the guest whose blocks are counted (--guest)
+
     def blocks_at(self) -> tuple[dict, float]:
         t0 = time.monotonic()
-        table = self.insns[self.server.name].blocks()
+        table = self.insns[self.profiled].blocks()
         return table, (t0 + time.monotonic()) / 2
 
     def measure_idle(self, seconds: float = 3.0) -> dict[str, float]:
@@ -97,8 +100,9 @@ class ProfiledLink(Link):
         return sectors[1 if rw.endswith("write") else 0] / (bs // 512) / seconds
 
 
-def report(name: str, per_sym: dict[str, float], total: float | None, top: int) -> str:
-    lines = [f"== {name}: server {sum(per_sym.values()) / 1000:.2f} Ki/req in symbols"
+def report(name: str, side: str, per_sym: dict[str, float], total: float | None,
+           top: int) -> str:
+    lines = [f"== {name}: {side} {sum(per_sym.values()) / 1000:.2f} Ki/req in symbols"
              + (f" (bench_client's count, over fio's IOPS: {total:.2f})" if total is not None
                 else "")]
     for sym, v in sorted(per_sym.items(), key=lambda kv: -kv[1])[:top]:
@@ -122,7 +126,11 @@ def main() -> int:
                     help="more of the server guest's kernel command line")
     ap.add_argument("--base-module", default=None, help="a netblk.ko to compare with")
     ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--guest", default="server", choices=("server", "client"),
+                    help="the guest whose instructions are split by symbol")
     a = ap.parse_args()
+    if a.base_module and a.guest != "server":
+        ap.error("--base-module swaps the server's module: profile --guest server")
     systems = a.systems.split(",")
     if any(s not in SYSTEMS for s in systems):
         ap.error(f"--systems: of {', '.join(SYSTEMS)}")
@@ -145,11 +153,11 @@ BASE_KO = "/root/netblk-base.ko"
 def run_system(a, link, steps, system, workloads) -> tuple[list[dict], list[str]]:
     """@system's setup, warm-up, idle table and rows, teardown."""
     setup, teardown = steps
-    server = link.server
+    profiled = link.server if a.guest == "server" else link.client
     results, texts = [], []
     fio_guest, dev = setup()
     # after the setup: the modules it loaded are in kallsyms
-    syms = insn_profile.Kallsyms(server.check("cat /proc/kallsyms", timeout=120))
+    syms = insn_profile.Kallsyms(profiled.check("cat /proc/kallsyms", timeout=120))
     if a.warm_up > 0:
         link.warm_up(system, fio_guest, dev, a.warm_up)
     link.measure_idle()
@@ -167,13 +175,14 @@ def run_system(a, link, steps, system, workloads) -> tuple[list[dict], list[str]
         per_sym = insn_profile.per_request(busy, link.window_blocks[1], idle,
                                            link.idle_blocks[1], iops)
         text = report(f"{what}: {res['iops']:.0f} IOPS (fio), {iops:.0f} in the window (disk)",
-                      per_sym, res.get("server_kinsn_per_req"), a.top)
+                      a.guest, per_sym, res.get(f"{a.guest}_kinsn_per_req"), a.top)
         print(text, flush=True)
         texts.append(text)
         results.append({"system": system, "workload": rw, "bs": bs, "depth": depth,
                         "iops": res["iops"], "window_disk_iops": round(iops, 1),
                         "server_kinsn_per_req": res.get("server_kinsn_per_req"),
-                        "server_kinsn_per_disk_req": round(sum(per_sym.values()) / 1000, 2),
+                        "guest": a.guest,
+                        f"{a.guest}_kinsn_per_disk_req": round(sum(per_sym.values()) / 1000, 2),
                         "client_kinsn_per_req": res.get("client_kinsn_per_req"),
                         "groups": {g: round(v, 1) for g, v in
                                    insn_profile.groups(per_sym).items()},
@@ -201,8 +210,8 @@ def side_by_side(rows: list[dict]) -> str:
             vals = [f(r) for r in rs if f(r) is not None]
             return statistics.median(vals) / 1000 if vals else float("nan")
 
-        b = med(by["base"], lambda r: r["server_kinsn_per_disk_req"] * 1000)
-        n = med(by["new"], lambda r: r["server_kinsn_per_disk_req"] * 1000)
+        b = med(by["base"], lambda r: r[f"{r['guest']}_kinsn_per_disk_req"] * 1000)
+        n = med(by["new"], lambda r: r[f"{r['guest']}_kinsn_per_disk_req"] * 1000)
         out.append(f"{key[0]:12} {key[1]:9} {fmt_size(key[2]):>4} qd{key[3]:<3} "
                    f"{b:7.2f} -> {n:7.2f}  ({n / b:.3f}x; rounds "
                    + ", ".join(f"{r['server_kinsn_per_disk_req']:.2f}" for r in by["base"]) + " / "
@@ -233,8 +242,8 @@ def side_by_side(rows: list[dict]) -> str:
 def run(a, systems, workloads, fio) -> int:
     server_end, client_end = free_udp_port(), free_udp_port()
     model = NIC_MODELS[a.nic][0]
-    insns = {"bench-server": InsnCounter("bench-server", pcs=True),
-             "bench-client": InsnCounter("bench-client")}
+    insns = {"bench-server": InsnCounter("bench-server", pcs=a.guest == "server"),
+             "bench-client": InsnCounter("bench-client", pcs=a.guest == "client")}
     programs = {"/usr/bin/fio": Path(fio)}
     files = {BASE_KO: Path(a.base_module)} if a.base_module else {}
     results, texts = [], []
@@ -250,6 +259,7 @@ def run(a, systems, workloads, fio) -> int:
         for g, ip in ((server, SERVER_IP), (client, CLIENT_IP)):
             g.check(f"ip link set eth1 up && ip addr add {ip}/24 dev eth1")
         link = ProfiledLink(server, client, a.seconds, insns)
+        link.profiled = f"bench-{a.guest}"
         steps = {"netblk": (link.netblk_setup, link.netblk_teardown),
                  "netblk-9000": (link.jumbo_setup, link.jumbo_teardown),
                  "nvme-tcp": (link.nvme_setup, link.nvme_teardown),
