@@ -140,11 +140,12 @@ def test_two_queues_serve_each_session_on_its_own(qrig):
     assert leaked(g) == {"leaked_slots": 0, "leaked_frames": 0}
 
 
-def hello(rig, cpu, src_port) -> dict:
-    """A HELLO with its cookie from `src_port`, arriving on `cpu`: the answer."""
-    cookie = rig.replies(rig.request(handle=99, src_port=src_port), cpu=cpu)[0]["token"]
-    f = rig.request(handle=99, src_port=src_port)
-    f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
+def hello(rig, cpu, src_port, nonce=99, **kw) -> dict:
+    """A HELLO with its cookie from `src_port`, arriving on `cpu`: the answer.
+    The same `nonce` from the same port is the same HELLO (its cookie too)."""
+    cookie = rig.replies(rig.request(handle=nonce, src_port=src_port, **kw), cpu=cpu)[0]["token"]
+    f = rig.request(handle=nonce, src_port=src_port, **kw)
+    f.payload = pack_header(OP_HELLO, 0, 0, nonce, token=cookie)
     r = rig.replies(f, cpu=cpu)
     assert len(r) == 1, r
     return r[0]
@@ -165,12 +166,8 @@ def test_per_source_holds_over_all_the_queues(qrig):
     assert [a["status"] for a in answers if a not in opened] == [errno.EUSERS] * 2, answers
     s = stats(g, PORT)
     assert s["sessions_open"] == 2 and s["refused_eusers"] == 2, s
-    other = dict(src_ip="10.9.0.3", src_port=41010)
-    cookie = qrig.replies(qrig.request(handle=99, **other), cpu=1)[0]["token"]
-    f = qrig.request(handle=99, **other)
-    f.payload = pack_header(OP_HELLO, 0, 0, 99, token=cookie)
-    r = qrig.replies(f, cpu=1)
-    assert len(r) == 1 and r[0]["status"] == 0 and r[0]["session"], r
+    r = hello(qrig, 1, 41010, src_ip="10.9.0.3")
+    assert r["status"] == 0 and r["session"], r
     assert stats(g, PORT)["sessions_open"] == 3
 
 
@@ -180,16 +177,13 @@ def test_the_same_hello_on_the_other_queue_gets_the_same_session(qrig):
     one (which would stay a minute and count against per-source=)."""
     g = qrig.g
     start(g, P1, PORT, "dev=nbv0", "queues=2")
-    cookie = qrig.replies(qrig.request(handle=5, src_port=42000), cpu=0)[0]["token"]
-    f = qrig.request(handle=5, src_port=42000)
-    f.payload = pack_header(OP_HELLO, 0, 0, 5, token=cookie)
-    first = qrig.replies(f, cpu=0)
-    again = qrig.replies(f, cpu=1)
-    assert len(first) == 1 and first[0]["session"] and first[0]["status"] == 0, first
-    assert len(again) == 1 and again[0]["status"] == 0, again
-    assert (again[0]["session"], again[0]["token"]) == (first[0]["session"], first[0]["token"])
+    first = hello(qrig, 0, 42000, nonce=5)
+    again = hello(qrig, 1, 42000, nonce=5)
+    assert first["session"] and first["status"] == 0, first
+    assert again["status"] == 0, again
+    assert (again["session"], again["token"]) == (first["session"], first["token"])
     assert stats(g, PORT)["sessions_open"] == 1
-    s = SimpleNamespace(id=first[0]["session"], token=first[0]["token"], port=42000)
+    s = SimpleNamespace(id=first["session"], token=first["token"], port=42000)
     data = os.urandom(512)
     assert write(qrig, s, 4096, data, 1, cpu=1)["status"] == 0
     assert read(qrig, s, 4096, 512, 2, cpu=0) == data
