@@ -23,10 +23,10 @@ void netblk_kernel_free(void *p)
 
 void netblk_kernel_lock(void *lock)
 {
-	spin_lock_bh(lock);
+	spin_lock(lock);
 }
 
 void netblk_kernel_unlock(void *lock)
 {
-	spin_unlock_bh(lock);
+	spin_unlock(lock);
 }

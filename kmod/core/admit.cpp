@@ -103,7 +103,8 @@ bool engine::admit(u32 index, u64 now_ns)
 		refuse(index, status_enotconn);
 		return false;
 	}
-	ss->last_used_ns = now_ns;
+	/* atomic: another queue's worker reads it to count the address's sessions in use */
+	__atomic_store_n(&ss->last_used_ns, now_ns, __ATOMIC_RELAXED);
 
 	/* a READ of several datagrams is admitted as its first: the whole READ */
 	u32 check = request_check(h.op, h.flags, h.offset, s.read_len ? s.read_len : h.length);
@@ -115,7 +116,7 @@ bool engine::admit(u32 index, u64 now_ns)
 			count_read(h, s.read_len);
 			return true;
 		}
-		ss->in_flight++;
+		__atomic_store_n(&ss->in_flight, ss->in_flight + 1, __ATOMIC_RELAXED);
 		s.windowed = true;
 		s.fold = ss->fold_answers && h.op == op_write;
 		count_change(h);

@@ -20,9 +20,10 @@ extern "C" {
 void *netblk_kernel_alloc(size_t size);
 void netblk_kernel_free(void *p);
 /*
- * A spinlock_t the caller owns (the unit tests': a std::mutex), taken with
- * bottom halves off: the cores of an instance's queues share it to open
- * sessions (core/session.h, session_group).
+ * A spinlock_t the caller owns (the unit tests': a std::mutex): the cores
+ * of an instance's queues share it to open sessions (core/session.h,
+ * session_group).  Only their workers take it, never a softirq: bottom
+ * halves stay on while one scans the tables.
  */
 void netblk_kernel_lock(void *lock);
 void netblk_kernel_unlock(void *lock);

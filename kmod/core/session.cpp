@@ -155,13 +155,13 @@ void session_group::unlock() const
 	netblk_kernel_unlock(lock_);
 }
 
-u32 session_group::held_by(u64 source) const
+u32 session_group::in_use_by(u64 source, u64 now_ns, const session_table *except) const
 {
 	u32 held = 0;
 
 	for (u32 q = 0; q < queues_; q++)
-		if (tables_[q])
-			held += tables_[q]->held_by(source);
+		if (tables_[q] && tables_[q] != except)
+			held += tables_[q]->in_use_by(source, now_ns);
 	return held;
 }
 
@@ -260,7 +260,7 @@ u32 session_table::pick_entry(u64 peer, u64 now_ns)
 			any = i;
 	}
 	if (group_)
-		own_count = group_->held_by(source);
+		own_count += group_->in_use_by(source, now_ns, this);
 	if (own_count >= per_source_)
 		return own;
 	return free_entry != capacity_ ? free_entry : any;
@@ -280,15 +280,18 @@ session_table::open_result session_table::open(u32 ip, u16 port, u64 nonce, u64 
 	return r;
 }
 
-u32 session_table::held_by(u64 source) const
+u32 session_table::in_use_by(u64 source, u64 now_ns) const
 {
 	u32 held = 0;
 
 	for (u32 i = 0; i < capacity_; i++) {
 		const session &s = sessions_[i];
 
-		if (__atomic_load_n(&s.token, __ATOMIC_ACQUIRE) &&
-		    __atomic_load_n(&s.peer, __ATOMIC_RELAXED) >> 16 == source)
+		if (!__atomic_load_n(&s.token, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&s.peer, __ATOMIC_RELAXED) >> 16 != source)
+			continue;
+		if (__atomic_load_n(&s.in_flight, __ATOMIC_RELAXED) ||
+		    now_ns - __atomic_load_n(&s.last_used_ns, __ATOMIC_RELAXED) < idle_evict_ns)
 			held++;
 	}
 	return held;
@@ -318,7 +321,7 @@ session_table::open_result session_table::open_locked(u32 ip, u16 port, u64 nonc
 		session &s = sessions_[i];
 
 		if (s.token && s.peer == peer && s.nonce == nonce) {
-			s.last_used_ns = now_ns;
+			__atomic_store_n(&s.last_used_ns, now_ns, __ATOMIC_RELAXED);
 			*id = id_of(i);
 			*token = s.token;
 			return open_result::again;
@@ -341,8 +344,8 @@ session_table::open_result session_table::open_locked(u32 ip, u16 port, u64 nonc
 	}
 	u64 t = keyed(secret_, label_token, ++created_, peer, nonce);
 	s.nonce = nonce;
-	s.last_used_ns = now_ns;
-	s.in_flight = 0;
+	__atomic_store_n(&s.last_used_ns, now_ns, __ATOMIC_RELAXED);
+	__atomic_store_n(&s.in_flight, 0u, __ATOMIC_RELAXED);
 	s.window.reset();
 	__atomic_store_n(&s.peer, peer, __ATOMIC_RELAXED);
 	__atomic_store_n(&s.token, t ? t : 1, __ATOMIC_RELEASE);

@@ -85,6 +85,7 @@ struct session {
 	u64 token;		/* 0: the entry is free.  Atomic: matches() reads it */
 	u64 peer;		/* the client's IPv4 (network order) << 16 | port.  Atomic */
 	u64 nonce;		/* the client's HELLO nonce: a resent HELLO gets this session again */
+	/* these two are stored atomically: other queues' workers read them (in_use_by()) */
 	u64 last_used_ns;
 	u32 in_flight;		/* its requests at the disk: it is not evicted meanwhile */
 	bool fold_answers;	/* its client takes folded WRITE answers (its HELLO asked) */
@@ -121,8 +122,14 @@ public:
 	void join(u32 queue, const session_table *table);
 	void lock() const;
 	void unlock() const;
-	/* Sessions @source holds in all the tables; the caller holds the lock. */
-	u32 held_by(u64 source) const;
+	/*
+	 * Sessions in use (not idle_evict_ns with nothing at the disk) that
+	 * @source holds in the tables but @except; the caller holds the lock.
+	 * An address's idle sessions on another queue do not count: only
+	 * their own queue can close them, and a client that restarted must
+	 * not be refused for them until its HELLO happens to land there.
+	 */
+	u32 in_use_by(u64 source, u64 now_ns, const session_table *except) const;
 	/*
 	 * The session a HELLO from @peer with @nonce opened on any queue (the
 	 * same HELLO again, come to another queue since: the RSS table
@@ -176,7 +183,8 @@ public:
 	/*
 	 * Open a session for a HELLO that brought a valid cookie: a free entry,
 	 * else the idlest of all idle for idle_evict_ns -- of the source
-	 * address's own when it holds per_source() already.  The same HELLO
+	 * address's own when it holds per_source() already (in this table,
+	 * and in use in the group's others).  The same HELLO
 	 * again (its answer was lost) gets the same session (again), on
 	 * whichever of the group's queues it was opened.  full:
 	 * none can be had, and no active session was pushed out.
@@ -188,8 +196,8 @@ public:
 	/* The worker's lookup: the session, or null. */
 	session *find(u32 id, u64 token, u32 ip, u16 port);
 
-	/* Sessions of this table from @source (an address, as peer >> 16): any thread. */
-	u32 held_by(u64 source) const;
+	/* Sessions of this table from @source (an address, as peer >> 16) in use: any thread. */
+	u32 in_use_by(u64 source, u64 now_ns) const;
 	/* session_group::opened_by() in this table: under the group's lock. */
 	bool opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const;
 

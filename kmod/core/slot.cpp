@@ -81,7 +81,7 @@ void engine::window_done(slot &s)
 	s.windowed = false;
 	if (!ss)
 		return;		/* never: a session with requests at the disk stays */
-	ss->in_flight--;
+	__atomic_store_n(&ss->in_flight, ss->in_flight - 1, __ATOMIC_RELAXED);
 	if (s.status == status_eagain)
 		ss->window.forget(s.request.seq);	/* not executed: may be sent again */
 	else
