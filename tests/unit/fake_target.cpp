@@ -168,6 +168,7 @@ netblk_queue *fake_start(uint64_t disk_size, const fake_options &o)
 	config.sessions = o.sessions;
 	config.queue = o.queue;
 	config.queues = o.queues;
+	config.group = o.group;
 	config.export_id = netblk_core_export_id("8a5e0c1e", 8);
 	for (int i = 0; i < NETBLK_KEY_SIZE; i++)
 		config.secret[i] = o.secret ? o.secret[i] : (uint8_t)(0x5a ^ i);

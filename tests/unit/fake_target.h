@@ -82,6 +82,7 @@ struct fake_options {
 	uint32_t local_ip = 0;		/* network order; 0: test::server_ip */
 	uint16_t port = 0;		/* 0: test::server_port */
 	uint32_t queue = 0, queues = 1;	/* this core is queue @queue of @queues */
+	netblk_session_group *group = nullptr;	/* the instance's queues' tables */
 	/* START's knobs the core reads in config.options (the fields above predate it) */
 	netblk_start_options knobs = fake_default_knobs();
 };

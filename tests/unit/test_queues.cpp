@@ -7,6 +7,7 @@
  */
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <set>
 
 #include "engine.h"
@@ -22,12 +23,13 @@ constexpr uint64_t disk_size = 1 << 20;
 const uint8_t secret[16] = {9, 8, 7, 6, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6};
 
 /* Queue @queue of 2, sharing the instance's secret, with no session open. */
-netblk_queue *start_queue(uint32_t queue)
+netblk_queue *start_queue(uint32_t queue, netblk_session_group *group = nullptr)
 {
 	fake_options o;
 
 	o.queue = queue;
 	o.queues = 2;
+	o.group = group;
 	o.secret = secret;
 	o.open_session = false;
 	return fake_start(disk_size, o);
@@ -172,6 +174,68 @@ TEST_F(queues, ASessionIsServedByTheQueueThatOpenedIt)
 		  NETBLK_RX_REPLY);
 	r.resize(len);
 	EXPECT_EQ(reply_header(r).status, nb::status_enotconn);
+}
+
+/* The HELLO @nonce with @cookie to @inst on @cpu: its answer. */
+nb::header hello_at(netblk_queue *inst, uint32_t cpu, u64 nonce, u64 cookie, u64 now)
+{
+	std::vector<u8> f = to_server(hello_request(nonce, cookie));
+	uint32_t len = (uint32_t)f.size();
+
+	EXPECT_EQ(netblk_core_receive(inst->core, cpu, f.data(), f.data(), &len, nullptr, 0, now),
+		  NETBLK_RX_KEPT);
+	netblk_core_submit(inst->core, now);
+	while (netblk_core_reply(inst->core, now))
+		;
+	EXPECT_FALSE(inst->sent.empty());
+	return reply_header(inst->sent.back());
+}
+
+/*
+ * Two queues of one instance, their tables in a group: the same HELLO
+ * again at the other queue (the RSS table moved the flow) is answered with
+ * the session the first opened -- queue 0's, which the worker of queue 1
+ * does not touch -- and the session serves from there.
+ */
+TEST(SessionQueuesGroup, TheSameHelloAtTheOtherQueueIsAnsweredWithItsSession)
+{
+	std::mutex lock;
+	netblk_session_group *group = nullptr;
+
+	ASSERT_EQ(netblk_core_group_create(2, &lock, &group), 0);
+	netblk_queue *q0 = start_queue(0, group), *q1 = start_queue(1, group);
+	u64 cookie = cookie_from(q0, 0x4e11);
+	nb::header first = hello_at(q0, 0, 0x4e11, cookie, 1000);
+	nb::header again = hello_at(q1, 1, 0x4e11, cookie, 2000);
+
+	ASSERT_EQ(first.status, nb::status_ok);
+	EXPECT_EQ(nb::session_table::queue_of(first.session, 2), 0u);
+	EXPECT_EQ(again.status, nb::status_ok);
+	EXPECT_EQ(again.session, first.session);
+	EXPECT_EQ(again.token, first.token);
+	netblk_stats s0{}, s1{};
+	netblk_core_read_stats(q0->core, &s0);
+	netblk_core_read_stats(q1->core, &s1);
+	EXPECT_EQ(s0.sessions_open + s1.sessions_open, 1u);
+
+	test::session.id = first.session;
+	test::session.token = first.token;
+	test::session.next_seq = 1;
+	std::vector<u8> data(512, 0x7e);
+	std::vector<u8> w = to_server(write_request(8192, data));
+	uint32_t len = (uint32_t)w.size();
+	EXPECT_EQ(queue_of(q1, 1, w), 0u) << "its datagrams go to queue 0";
+	ASSERT_EQ(netblk_core_receive(q0->core, 1, w.data(), w.data(), &len, nullptr, 0, 3000),
+		  NETBLK_RX_KEPT);
+	netblk_core_submit(q0->core, 3000);
+	while (netblk_core_reply(q0->core, 3000))
+		;
+	EXPECT_EQ(reply_header(q0->sent.back()).status, nb::status_ok);
+	EXPECT_TRUE(std::equal(data.begin(), data.end(), q0->disk.begin() + 8192));
+	fake_stop(q1);
+	fake_stop(q0);
+	netblk_core_group_destroy(group);
+	test::session = client_session{};
 }
 
 /* Each queue has slots of its own: one queue full leaves the other serving. */
