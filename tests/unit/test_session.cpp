@@ -364,6 +364,26 @@ TEST_F(Table, ClientsBehindOneAddressAllGetSessionsUpToItsSetting)
 
 /* ---- an instance's queues' tables together ---- */
 
+/* Two queues' tables in one group, as an instance of queues=2 has them. */
+class SessionGroup : public ::testing::Test {
+protected:
+	void init(u32 capacity, u32 per_source)
+	{
+		ASSERT_EQ(group.init(2, &lock), 0);
+		ASSERT_EQ(q0.init(capacity, per_source, secret(42), 0, 2, &group), 0);
+		ASSERT_EQ(q1.init(capacity, per_source, secret(42), 1, 2, &group), 0);
+	}
+	void TearDown() override
+	{
+		q1.destroy();
+		q0.destroy();
+		group.destroy();
+	}
+	std::mutex lock;
+	nb::session_group group;
+	session_table q0, q1;
+};
+
 /*
  * Two queues' tables in one group: an address's HELLOs land on both (RSS
  * spreads its ports), and it holds per-source sessions in use in all, not
@@ -371,17 +391,12 @@ TEST_F(Table, ClientsBehindOneAddressAllGetSessionsUpToItsSetting)
  * many, and an instance of 64 queues all its sessions.  Other addresses
  * still find room.
  */
-TEST(SessionGroup, AnAddressHoldsItsShareOverAllTheQueuesNotInEach)
+TEST_F(SessionGroup, AnAddressHoldsItsShareOverAllTheQueuesNotInEach)
 {
-	std::mutex lock;
-	nb::session_group group;
-	session_table q0, q1;
 	u32 id;
 	u64 token, now = 1;
 
-	ASSERT_EQ(group.init(2, &lock), 0);
-	ASSERT_EQ(q0.init(16, 4, secret(42), 0, 2, &group), 0);
-	ASSERT_EQ(q1.init(16, 4, secret(42), 1, 2, &group), 0);
+	init(16, 4);
 	u32 opened = 0, refused = 0;
 	for (u32 i = 0; i < 20; i++) {
 		session_table &t = i % 2 ? q1 : q0;
@@ -404,8 +419,6 @@ TEST(SessionGroup, AnAddressHoldsItsShareOverAllTheQueuesNotInEach)
 
 	q1.destroy();
 	EXPECT_EQ(group.in_use_by(ip_a, now, nullptr), 2u) << "a table gone is counted no more";
-	q0.destroy();
-	group.destroy();
 }
 
 /*
@@ -416,17 +429,12 @@ TEST(SessionGroup, AnAddressHoldsItsShareOverAllTheQueuesNotInEach)
  * and no fifth.  Counting them refused it after two, until a HELLO
  * happened to land on queue 0.
  */
-TEST(SessionGroup, AnAddressesIdleSessionsOnAnotherQueueDoNotHoldItBack)
+TEST_F(SessionGroup, AnAddressesIdleSessionsOnAnotherQueueDoNotHoldItBack)
 {
-	std::mutex lock;
-	nb::session_group group;
-	session_table q0, q1;
 	u32 id;
 	u64 token, now = 1;
 
-	ASSERT_EQ(group.init(2, &lock), 0);
-	ASSERT_EQ(q0.init(16, 4, secret(42), 0, 2, &group), 0);
-	ASSERT_EQ(q1.init(16, 4, secret(42), 1, 2, &group), 0);
+	init(16, 4);
 	for (u32 i = 0; i < 4; i++)
 		ASSERT_EQ((i % 2 ? q1 : q0).open(ip_a, (nb::u16)(1000 + i), i + 1, now, &id, &token),
 			  session_table::open_result::opened);
@@ -440,9 +448,6 @@ TEST(SessionGroup, AnAddressesIdleSessionsOnAnotherQueueDoNotHoldItBack)
 		<< "four in use: no fifth";
 	EXPECT_EQ(q1.counters().evicted, 2u) << "its two idle ones on queue 1 made room";
 	EXPECT_EQ(group.in_use_by(ip_a, now, nullptr), 4u);
-	q1.destroy();
-	q0.destroy();
-	group.destroy();
 }
 
 /*
@@ -450,17 +455,12 @@ TEST(SessionGroup, AnAddressesIdleSessionsOnAnotherQueueDoNotHoldItBack)
  * since -- the NIC's RSS table changed -- gets the session it opened, not a
  * second one that would stay until evicted and count against its address.
  */
-TEST(SessionGroup, TheSameHelloOnAnotherQueueGetsTheSessionItOpened)
+TEST_F(SessionGroup, TheSameHelloOnAnotherQueueGetsTheSessionItOpened)
 {
-	std::mutex lock;
-	nb::session_group group;
-	session_table q0, q1;
 	u32 id, id2;
 	u64 token, token2;
 
-	ASSERT_EQ(group.init(2, &lock), 0);
-	ASSERT_EQ(q0.init(8, 0, secret(7), 0, 2, &group), 0);
-	ASSERT_EQ(q1.init(8, 0, secret(7), 1, 2, &group), 0);
+	init(8, 0);
 	ASSERT_EQ(q0.open(ip_a, 5000, 77, 1, &id, &token), session_table::open_result::opened);
 	ASSERT_EQ(q1.open(ip_a, 5000, 77, 2, &id2, &token2), session_table::open_result::again);
 	EXPECT_EQ(id2, id);
@@ -470,13 +470,10 @@ TEST(SessionGroup, TheSameHelloOnAnotherQueueGetsTheSessionItOpened)
 	EXPECT_EQ(q1.open(ip_a, 5000, 78, 2, &id2, &token2), session_table::open_result::opened)
 		<< "another nonce is another HELLO";
 	EXPECT_EQ(session_table::queue_of(id2, 2), 1u);
-	q1.destroy();
-	q0.destroy();
-	group.destroy();
 }
 
 /* Without a group (a table of its own), the count is the table's: as before. */
-TEST(SessionGroup, ATableAloneCountsItsOwn)
+TEST_F(SessionGroup, ATableAloneCountsItsOwn)
 {
 	session_table a, b;
 	u32 id;
