@@ -165,10 +165,12 @@ u32 session_group::in_use_by(u64 source, u64 now_ns, const session_table *except
 	return held;
 }
 
-bool session_group::opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const
+bool session_group::opened_by(u64 peer, u64 nonce, const session_table *except, u32 *id,
+			      u64 *token) const
 {
 	for (u32 q = 0; q < queues_; q++)
-		if (tables_[q] && tables_[q]->opened_by(peer, nonce, id, token))
+		if (tables_[q] && tables_[q] != except &&
+		    tables_[q]->opened_by(peer, nonce, id, token))
 			return true;
 	return false;
 }
@@ -297,7 +299,7 @@ u32 session_table::in_use_by(u64 source, u64 now_ns) const
 	return held;
 }
 
-/* Its nonce and token are written under the group's lock: read under it too. */
+/* Its nonce and token are written in open(), under the group's lock: read under it too. */
 bool session_table::opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const
 {
 	for (u32 i = 0; i < capacity_; i++) {
@@ -317,18 +319,12 @@ session_table::open_result session_table::open_locked(u32 ip, u16 port, u64 nonc
 {
 	u64 peer = pack_peer(ip, port);
 
-	for (u32 i = 0; i < capacity_; i++) {
-		session &s = sessions_[i];
-
-		if (s.token && s.peer == peer && s.nonce == nonce) {
-			__atomic_store_n(&s.last_used_ns, now_ns, __ATOMIC_RELAXED);
-			*id = id_of(i);
-			*token = s.token;
-			return open_result::again;
-		}
+	if (opened_by(peer, nonce, id, token)) {
+		__atomic_store_n(&sessions_[index_of(*id)].last_used_ns, now_ns, __ATOMIC_RELAXED);
+		return open_result::again;
 	}
 	/* another queue's, whose worker alone marks it used */
-	if (group_ && group_->opened_by(peer, nonce, id, token))
+	if (group_ && group_->opened_by(peer, nonce, this, id, token))
 		return open_result::again;
 
 	u32 i = pick_entry(peer, now_ns);

@@ -10,8 +10,10 @@
  * their windows.  The receive path only asks matches(), a filter that spares
  * a slot to a datagram of no session; it reads the two words a session is
  * known by with atomic loads, and the worker checks again.  Other queues'
- * workers read the same two words when they count an address's sessions
- * (session_group), under the lock every table's open() holds.
+ * workers, under the lock every table's open() holds (session_group), look
+ * for a resent HELLO's session (token, peer, nonce: written under that
+ * lock) and count an address's sessions in use (last_used_ns, in_flight
+ * too: stored atomically by their worker).
  */
 #ifndef NETBLK_CORE_SESSION_H
 #define NETBLK_CORE_SESSION_H
@@ -110,9 +112,9 @@ class session_table;
  * An instance's session tables, one a queue, as per-source= sees them: a
  * source address's sessions are counted over all of them, under a lock the
  * instance gives (the kernel's spinlock; kernel_api.h), so that an address
- * holds per-source sessions at most whichever queues its HELLOs land on --
- * RSS spreads one address's ports over every queue.  Only opening a session
- * takes the lock: the data path never does.
+ * holds at most per-source sessions in use whichever queues its HELLOs land
+ * on -- RSS spreads one address's ports over every queue.  Only opening a
+ * session takes the lock: the data path never does.
  */
 class session_group {
 public:
@@ -131,11 +133,12 @@ public:
 	 */
 	u32 in_use_by(u64 source, u64 now_ns, const session_table *except) const;
 	/*
-	 * The session a HELLO from @peer with @nonce opened on any queue (the
-	 * same HELLO again, come to another queue since: the RSS table
-	 * changed); the caller holds the lock.
+	 * The session a HELLO from @peer with @nonce opened on a queue but
+	 * @except's (the same HELLO again, come to another queue since: the
+	 * RSS table changed); the caller holds the lock.
 	 */
-	bool opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const;
+	bool opened_by(u64 peer, u64 nonce, const session_table *except, u32 *id,
+		       u64 *token) const;
 
 private:
 	const session_table **tables_ = nullptr;
@@ -156,8 +159,9 @@ public:
 
 	/*
 	 * @per_source: sessions one IPv4 address may hold (0:
-	 * per_source_default), in all of @group's tables.  The table of queue @queue of @queues: its
-	 * session ids are those that say so (queue_of()), and its tokens are
+	 * per_source_default), in all of @group's tables.  The table of
+	 * queue @queue of @queues: its session ids are those that say so
+	 * (queue_of()), and its tokens are
 	 * made from numbers no other queue's table uses.  @group: the
 	 * instance's tables, whose sessions per_source counts (none: this
 	 * table's alone).
@@ -198,7 +202,7 @@ public:
 
 	/* Sessions of this table from @source (an address, as peer >> 16) in use: any thread. */
 	u32 in_use_by(u64 source, u64 now_ns) const;
-	/* session_group::opened_by() in this table: under the group's lock. */
+	/* The session a HELLO from @peer with @nonce opened here: under the group's lock. */
 	bool opened_by(u64 peer, u64 nonce, u32 *id, u64 *token) const;
 
 	/* The queue whose table session @id (not 0) is in, of @queues. */
