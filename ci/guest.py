@@ -236,14 +236,21 @@ def log(msg: str) -> None:
     print(msg, file=sys.stderr, flush=True)
 
 
+_ports_given: set[int] = set()
+
+
 def free_udp_port() -> int:
     """A UDP port free on 127.0.0.1 (and for TCP, as QEMU also checks nothing
-    else); racy like every such pick, good enough for a test bench."""
-    for _ in range(50):
+    else), never one this process gave before: the kernel hands a port just
+    closed out again, so two picks in a row could name the same port and QEMU
+    refuse its second forward.  Another process can still take it before
+    QEMU binds it: Guest.start() picks again then."""
+    for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
-        if port >= 1024:
+        if port >= 1024 and port not in _ports_given:
+            _ports_given.add(port)
             return port
     raise GuestError("no free UDP port")
 
@@ -686,12 +693,15 @@ class Guest:
             raise ValueError(f"bad guest name {name!r}")
         self.name = name
         self.fwd: list[tuple[str, int, int]] = []
+        self.picked_fwd: list[int] = []  # indices into fwd of the ports picked here
         for f in forwards:
             if isinstance(f, int):
                 f = ("udp", 0, f)
             elif len(f) == 2:
                 f = ("udp", *f)
             proto, h, g = f
+            if not h:
+                self.picked_fwd.append(len(self.fwd))
             self.fwd.append((proto, h or free_udp_port(), g))
         self.extra_files, self.extra_programs, self.modules = extra_files, extra_programs, modules
         self.memory, self.smp, self.nic_mtu = memory, smp, nic_mtu
@@ -788,6 +798,8 @@ class Guest:
             try:
                 self._boot(self.qemu_command(kernel, initrd, disk, disk4k))
             except GuestError:
+                if self._pick_forwards_again() and attempt < 2:
+                    continue
                 early = self._early_boot_trouble()
                 if not early or attempt == 2:
                     raise
@@ -806,6 +818,23 @@ class Guest:
             log(f"guest {self.name}: NVMe controllers came up as {serials}, rebooting")
             self.kill()
         raise GuestError(f"guest {self.name}: NVMe controllers keep coming up in the wrong order")
+
+    def _pick_forwards_again(self) -> bool:
+        """Whether QEMU exited because a forward's host port was taken (by
+        another process, between free_udp_port() and QEMU's bind), and the
+        ports picked here are picked again.  A port the caller named is its
+        own to keep: that failure stands."""
+        try:
+            text = self.qemu_log.read_text(errors="replace")
+        except OSError:
+            return False
+        if "Could not set up host forwarding rule" not in text or not self.picked_fwd:
+            return False
+        for i in self.picked_fwd:
+            proto, _, g = self.fwd[i]
+            self.fwd[i] = (proto, free_udp_port(), g)
+        log(f"guest {self.name}: a forward's host port was taken; picking them again")
+        return True
 
     def _early_boot_trouble(self) -> str | None:
         """What the kernel reported on the console before /init was ready, if
