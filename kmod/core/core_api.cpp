@@ -148,6 +148,11 @@ void netblk_core_count_sleep(struct netblk_core *core)
 	core->engine.count_sleep();
 }
 
+void netblk_core_count_page_replaced(struct netblk_core *core)
+{
+	core->engine.count_page_replaced();
+}
+
 void netblk_core_drop_queued(struct netblk_core *core)
 {
 	core->engine.drop_queued();

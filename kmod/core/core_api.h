@@ -262,6 +262,8 @@ int netblk_core_tx_failure(const struct netblk_core *core);
 /* Worker: forget the NIC's failures so far (netblk_core_tx_failure 0 again). */
 void netblk_core_tx_rearm(struct netblk_core *core);
 void netblk_core_count_sleep(struct netblk_core *core);
+/* Worker: a slot's page the NIC still held was replaced by a fresh one. */
+void netblk_core_count_page_replaced(struct netblk_core *core);
 /* On stop: drop what is queued and not yet at the disk; slots at the disk stay. */
 void netblk_core_drop_queued(struct netblk_core *core);
 uint32_t netblk_core_at_disk(struct netblk_core *core);

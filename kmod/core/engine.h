@@ -147,6 +147,7 @@ public:
 	int tx_failure() const { return __atomic_load_n(&tx_failure_, __ATOMIC_RELAXED); }
 	void tx_rearm();
 	void count_sleep() { add_once(worker_.worker_sleeps, 1); }
+	void count_page_replaced() { add_once(worker_.pages_replaced, 1); }
 	void drop_queued();
 	u32 at_disk() const { return (u32)(worker_.submitted - worker_.reaped); }
 	void held(netblk_held *held) const;

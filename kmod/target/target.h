@@ -97,7 +97,6 @@ struct netblk_queue {
 	unsigned long spare_lent;	/* worker only: spares a slot's reply is in */
 	s8 *spare_of;			/* worker only: the spare a slot holds, or -1 */
 	struct xdp_rxq_info rxq;	/* their memory model, for the NIC to free by */
-	u64 pages_replaced;		/* worker only: a page the NIC still held */
 };
 
 struct netblk_instance {

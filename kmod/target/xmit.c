@@ -219,7 +219,7 @@ static struct page *netblk_page_to_write(struct netblk_queue *q, struct page **p
 		return NULL;
 	put_page(*page);
 	*page = fresh;
-	q->pages_replaced++;
+	netblk_core_count_page_replaced(q->core);
 	return fresh;
 }
 

@@ -131,6 +131,12 @@
 	X(BYTES_COPIED, bytes_copied, 21, worker, bytes,			\
 	  "netblk_copied_bytes_total",						\
 	  "Data bytes the CPU had to copy (a fallback path).")			\
+	X(PAGES_REPLACED, pages_replaced, 74, worker, count,			\
+	  "netblk_pages_replaced_total",					\
+	  "Slot pages the NIC still held from an earlier reply when the slot "	\
+	  "took a request: left to the NIC, and a fresh page allocated in "	\
+	  "their place. A steady count is a NIC slow to free what it sent, "	\
+	  "each an allocation on the reply path.")				\
 	X(WRITES_MISALIGNED, writes_misaligned, 72, rx, count,		\
 	  "netblk_writes_misaligned_total",					\
 	  "WRITEs whose data the NIC put where the disk cannot DMA from (the "	\
@@ -243,7 +249,7 @@
 	X(EEXIST, eexist, 70, "A number used for another request.")
 
 /* One past the highest NETBLK_S_ attribute: a new counter takes it. */
-#define NETBLK_S_NEXT 74
+#define NETBLK_S_NEXT 75
 
 /* An attached device's counters (nested in NETBLK_A_HOST_STATS, each a u64). */
 #define NETBLK_HOST_STATS(X)							\
