@@ -2,12 +2,16 @@
  * nbraw: the test guest's raw Ethernet helper, for frames no socket would
  * send (forged sources, VLAN tags, bad checksums).
  *
- *   nbraw IFACE [-w MS] [HEX...]
+ *   nbraw IFACE [-w MS] [-g FIFO] [HEX...]
  *
  * Sends each HEX (a whole Ethernet frame, in hex) on IFACE through a packet
  * socket, then prints every frame IFACE receives -- not those it sends -- for
  * MS milliseconds (default 500) after the last one sent, one line of hex
  * each, and exits 0.  Exits 1 with the errno when the socket cannot be had.
+ * With -g, it reads nothing until a line comes on FIFO: what arrives
+ * meanwhile stays in the socket (a receive buffer of 16 MiB, its own sends
+ * left out), each frame holding the page it came in -- a client slow to read
+ * its replies, for as long as a test wants.
  * A received frame's VLAN tag, which the stack moves out of the frame before
  * a packet socket sees it, is put back where it was (as tcpdump does).
  *
@@ -28,8 +32,37 @@
 
 static int usage(void)
 {
-	fprintf(stderr, "usage: nbraw IFACE [-w MS] [HEX...]\n");
+	fprintf(stderr, "usage: nbraw IFACE [-w MS] [-g FIFO] [HEX...]\n");
 	return 2;
+}
+
+/* Room for every frame a held socket is sent, and none of its own sends. */
+static int hold_replies(int fd)
+{
+	int size = 16 << 20, one = 1;
+
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one, sizeof(one)) < 0) {
+		perror("nbraw: setsockopt");
+		return -1;
+	}
+	return 0;
+}
+
+/* Block until a line (or end of file) comes on the FIFO at @path. */
+static int wait_for_go(const char *path)
+{
+	char line[16];
+	FILE *f = fopen(path, "r");
+
+	if (!f) {
+		perror("nbraw: fifo");
+		return -1;
+	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = 0;
+	fclose(f);
+	return 0;
 }
 
 static long now_ms(void)
@@ -103,6 +136,7 @@ int main(int argc, char **argv)
 	static unsigned char buf[65536];
 	struct sockaddr_ll sll;
 	long wait_ms = 500, end;
+	const char *go = NULL;
 	int fd, i = 2, ifindex, one = 1;
 
 	if (argc < 2)
@@ -112,9 +146,13 @@ int main(int argc, char **argv)
 		fprintf(stderr, "nbraw: no interface %s\n", argv[1]);
 		return 1;
 	}
-	if (argc > 3 && !strcmp(argv[2], "-w")) {
-		wait_ms = atol(argv[3]);
-		i = 4;
+	if (argc > i + 1 && !strcmp(argv[i], "-w")) {
+		wait_ms = atol(argv[i + 1]);
+		i += 2;
+	}
+	if (argc > i + 1 && !strcmp(argv[i], "-g")) {
+		go = argv[i + 1];
+		i += 2;
 	}
 	fd = socket(AF_PACKET, SOCK_RAW, htons(ETH_P_ALL));
 	if (fd < 0) {
@@ -131,6 +169,8 @@ int main(int argc, char **argv)
 		perror("nbraw: bind");
 		return 1;
 	}
+	if (go && hold_replies(fd) < 0)
+		return 1;
 	for (; i < argc; i++) {
 		int n = unhex(argv[i], buf, sizeof(buf));
 
@@ -143,6 +183,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	if (go && wait_for_go(go) < 0)
+		return 1;
 	end = now_ms() + wait_ms;
 	for (;;) {
 		struct pollfd p = { .fd = fd, .events = POLLIN };

@@ -14,12 +14,15 @@ instance's own netblk<port> device taken down by hand.
 from __future__ import annotations
 
 import json
+import os
 import re
+import time
 
 import pytest
 
+import rawframes as rf
 from nbtest import Rig, ctl, host_elf, instances, refused, start, stats, wait_stopped
-from netblk import HEADER_SIZE, OP_HELLO, OP_INFO, OP_READ, OP_REPLY
+from netblk import HEADER_SIZE, OP_HELLO, OP_INFO, OP_READ, OP_REPLY, pack_header, unpack_header
 
 _PROGRAMS = {f"/usr/sbin/{name}-full" if name == "ip" else f"/usr/sbin/{name}": p
              for name in ("ip", "ethtool") if (p := host_elf(name))}
@@ -106,6 +109,70 @@ def test_udp_checksums_are_verified_when_there(rig):
     s = stats(g, PORT)
     assert s["dropped_checksum"] - before["dropped_checksum"] == 1, s
     assert s["requests"] - before["requests"] == 2, s
+
+
+def test_a_reply_the_network_still_holds_keeps_its_bytes(rig):
+    """A READ's reply goes out from its slot's own page, and the slot serves
+    again once each of the others (256) has.  A client slow to read -- here a
+    packet socket that holds every reply unread -- still holds the page when
+    its slot takes another READ: the page is left to it and a fresh one takes
+    its place (pages_replaced), so each held reply carries its own offset's
+    bytes, never a later READ's."""
+    g = rig.g
+    rounds, per_round, length, base = 3, 200, 512, 4 << 20
+    reads = rounds * per_round
+    data = os.urandom(reads * length)
+    g.write_file("/tmp/held.data", data)
+    g.check(f"dd if=/tmp/held.data of={P1} bs={length} seek={base // length} oflag=direct "
+            f"conv=notrunc,fsync 2>&1 && rm /tmp/held.data")
+    start(g, P1, PORT, "dev=nbv0")
+    assert instances(g)[PORT]["slots"] == 256
+    s = rig.open_session()
+
+    def frame(i):
+        f = rig.request(session=s)
+        f.payload = pack_header(OP_READ, base + i * length, length, i + 1, session=s.id,
+                                token=s.token)
+        return f
+
+    def check(frames) -> list[int]:
+        """The READs (0-based) the replies answer, each with its own bytes."""
+        seen = []
+        for p in frames:
+            if not p or p.src_port != PORT:
+                continue
+            h = unpack_header(p.payload)
+            i = h["seq"] - 1
+            assert h["status"] == 0 and h["data"] == data[i * length:(i + 1) * length], \
+                f"READ {h['seq']}: status {h['status']}, not its own bytes"
+            seen.append(i)
+        return seen
+
+    before = stats(g, PORT)
+    g.check("rm -f /tmp/go /tmp/held /tmp/held.rc && mkfifo /tmp/go && "
+            "(nbraw nbv1 -w 3000 -g /tmp/go > /tmp/held 2>&1; echo $? > /tmp/held.rc) "
+            ">/dev/null 2>&1 &")
+    for r in range(rounds):
+        # a slot each at most, and a round served whole before the next
+        check(rig.exchange(*(frame(r * per_round + i) for i in range(per_round)),
+                                  wait_ms=200))
+        deadline = time.monotonic() + 120
+        while stats(g, PORT)["reads"] - before["reads"] < (r + 1) * per_round:
+            assert time.monotonic() < deadline, f"round {r}: {stats(g, PORT)}"
+            time.sleep(0.2)
+    d = {k: stats(g, PORT)[k] - before[k] for k in ("reads", "busy", "pages_replaced")}
+    assert d["reads"] == reads and d["busy"] == 0, d
+
+    t0 = time.monotonic()
+    g.check("echo go > /tmp/go; while [ ! -f /tmp/held.rc ]; do sleep 0.1; done", timeout=120)
+    assert g.check("cat /tmp/held.rc").strip() == "0", g.check("cat /tmp/held")
+    held = check(rf.parse(bytes.fromhex(line)) for line in g.check("cat /tmp/held").split())
+    # a held reply its slot's next READ wrote over reads as that READ's
+    assert sorted(held) == list(range(reads)), \
+        f"the held socket's {len(held)} replies answer {len(set(held))} of the {reads} READs " \
+        f"({time.monotonic() - t0:.1f} s after it began to read)"
+    # the first READ on each slot found its page free; every later one, held
+    assert reads - 256 <= d["pages_replaced"] <= reads, d
 
 
 def test_the_port_on_another_address_goes_to_the_stack(rig):
